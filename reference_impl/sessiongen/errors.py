@@ -1,0 +1,248 @@
+"""Every failure a caller can see, in one hierarchy.
+
+Each class carries the HTTP status and the problem+json `type` the server answers with, so
+the mapping from exception to wire lives here and nowhere else::
+
+    SessiongenError
+    ├── InvalidInput                      400  caller mistakes, rejected before any write
+    │   ├── EmptyPrompt                   422
+    │   ├── PromptTooLarge                413
+    │   └── MalformedRequest              400
+    ├── NotFound                          404
+    │   ├── SessionNotFound
+    │   └── AgentNotFound
+    ├── InstructionsInitializationBlocked 409  no baseline and a source cannot be read
+    ├── ContextOverflow                   413  the snapshot cannot fit the context window
+    ├── ToolError                         (recorded in the transcript as a tool error)
+    │   ├── UnknownTool
+    │   ├── InvalidToolArguments
+    │   ├── PathOutsideWorkspace
+    │   └── ToolExecutionFailed
+    └── ProviderError                     502  the provider call failed; carries status and
+        ├── ProviderInvalidRequest        502  request id when the provider sent them
+        ├── ProviderAuthenticationError   502
+        ├── ProviderNotFound              502
+        ├── ProviderRateLimited           503
+        ├── ProviderOverloaded            503
+        ├── ProviderServerError           502
+        ├── ProviderTimeout               504
+        ├── ProviderConnectionError       502
+        └── ProviderStreamInterrupted     502  a stream that ended before message_stop
+
+Rejected calls leave the store unchanged: validation happens before the first write, and
+every durable change is one transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+PROBLEM_BASE = "https://sessiongen.dev/problems/"
+
+
+class SessiongenError(Exception):
+    """Base of every sessiongen error."""
+
+    http_status: ClassVar[int] = 500
+    problem: ClassVar[str] = "internal-error"
+
+    @classmethod
+    def problem_type(cls) -> str:
+        return PROBLEM_BASE + cls.problem
+
+    def problem_details(self) -> dict[str, Any]:
+        """The RFC 9457 problem+json body for this error."""
+        return {
+            "type": self.problem_type(),
+            "title": type(self).__name__,
+            "status": self.http_status,
+            "detail": str(self),
+        }
+
+
+class InvalidInput(SessiongenError):
+    http_status = 400
+    problem = "invalid-input"
+
+
+class EmptyPrompt(InvalidInput):
+    http_status = 422
+    problem = "empty-prompt"
+
+
+class PromptTooLarge(InvalidInput):
+    http_status = 413
+    problem = "prompt-too-large"
+
+
+class MalformedRequest(InvalidInput):
+    http_status = 400
+    problem = "malformed-request"
+
+
+class NotFound(SessiongenError):
+    http_status = 404
+    problem = "not-found"
+
+
+class SessionNotFound(NotFound):
+    problem = "session-not-found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} does not exist")
+        self.session_id = session_id
+
+
+class AgentNotFound(NotFound):
+    problem = "agent-not-found"
+
+    def __init__(self, agent: str) -> None:
+        super().__init__(f"agent {agent!r} is not configured")
+        self.agent = agent
+
+
+class InstructionsInitializationBlocked(SessiongenError):
+    http_status = 409
+    problem = "instructions-initialization-blocked"
+
+
+class ContextOverflow(SessiongenError):
+    """The context does not fit the model's window. Raised before the call when the snapshot
+    is measured too large, or mapped from the provider's "prompt is too long"."""
+
+    http_status = 413
+    problem = "context-overflow"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens: int | None = None,
+        limit: int | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.limit = limit
+        self.status = status
+        self.request_id = request_id
+
+    def problem_details(self) -> dict[str, Any]:
+        body = super().problem_details()
+        body.update(tokens=self.tokens, limit=self.limit, request_id=self.request_id)
+        return body
+
+
+class ToolError(SessiongenError):
+    """A tool could not run; settlement records it as the tool call's error result."""
+
+    problem = "tool-error"
+
+
+class UnknownTool(ToolError):
+    problem = "unknown-tool"
+
+
+class InvalidToolArguments(ToolError):
+    problem = "invalid-tool-arguments"
+
+
+class PathOutsideWorkspace(ToolError):
+    problem = "path-outside-workspace"
+
+
+class ToolExecutionFailed(ToolError):
+    problem = "tool-execution-failed"
+
+
+class ProviderError(SessiongenError):
+    """The provider call failed. `status` and `request_id` are the provider's, when sent."""
+
+    http_status = 502
+    problem = "provider-error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        request_id: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.request_id = request_id
+        self.error_type = error_type
+
+    def problem_details(self) -> dict[str, Any]:
+        body = super().problem_details()
+        body.update(
+            provider_status=self.status,
+            provider_request_id=self.request_id,
+            provider_error_type=self.error_type,
+        )
+        return body
+
+
+class ProviderInvalidRequest(ProviderError):
+    problem = "provider-invalid-request"
+
+
+class ProviderAuthenticationError(ProviderError):
+    problem = "provider-authentication-error"
+
+
+class ProviderNotFound(ProviderError):
+    problem = "provider-not-found"
+
+
+class ProviderRateLimited(ProviderError):
+    http_status = 503
+    problem = "provider-rate-limited"
+
+
+class ProviderOverloaded(ProviderError):
+    http_status = 503
+    problem = "provider-overloaded"
+
+
+class ProviderServerError(ProviderError):
+    problem = "provider-server-error"
+
+
+class ProviderTimeout(ProviderError):
+    http_status = 504
+    problem = "provider-timeout"
+
+
+class ProviderConnectionError(ProviderError):
+    problem = "provider-connection-error"
+
+
+class ProviderStreamInterrupted(ProviderError):
+    problem = "provider-stream-interrupted"
+
+
+def provider_error_for_status(
+    status: int, message: str, *, request_id: str | None = None, error_type: str | None = None
+) -> ProviderError | ContextOverflow:
+    """The one mapping from a provider HTTP status (and message) to a typed error."""
+    if status == 400 and "prompt is too long" in message:
+        return ContextOverflow(message, status=status, request_id=request_id)
+    cls: type[ProviderError]
+    if status == 400 or status == 422 or status == 413:
+        cls = ProviderInvalidRequest
+    elif status in (401, 402, 403):
+        cls = ProviderAuthenticationError
+    elif status == 404:
+        cls = ProviderNotFound
+    elif status == 429:
+        cls = ProviderRateLimited
+    elif status == 529:
+        cls = ProviderOverloaded
+    elif status in (408, 504):
+        cls = ProviderTimeout
+    else:
+        cls = ProviderServerError
+    return cls(message, status=status, request_id=request_id, error_type=error_type)

@@ -1,0 +1,101 @@
+"""SessionEngine: the public façade wiring store, context, preparation, runner and generate."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from .admission import admission_events
+from .cache_policy import CachePolicy, opencode_default
+from .context import SessionContext, Snapshot
+from .errors import AgentNotFound
+from .generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
+from .llm.client import LLMClient
+from .model import Agent, Session, SessionCreated
+from .request import RequestHook, SessionModelRequest
+from .runner import DrainResult, SessionRunner
+from .store import SessionStore
+from .tools import ToolRegistry
+
+
+class SessionEngine:
+    """A durable Session engine and session.generate over one store and one LLM client."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        llm: LLMClient,
+        agents: Iterable[Agent] | Mapping[str, Agent],
+        *,
+        tools: ToolRegistry | None = None,
+        hooks: Sequence[RequestHook] = (),
+        cache_policy: CachePolicy = opencode_default,
+    ) -> None:
+        self.store = store
+        self.llm = llm
+        self.agents: dict[str, Agent] = (
+            dict(agents) if isinstance(agents, Mapping) else {a.name: a for a in agents}
+        )
+        self.tools = tools or ToolRegistry()
+        self.context = SessionContext(store, self.agents, self.tools)
+        self.preparation = SessionModelRequest(hooks=list(hooks), cache_policy=cache_policy)
+        self.runner = SessionRunner(store, llm, self.context, self.preparation, self.tools)
+        self.generator = SessionGenerate(self.context, self.preparation, llm, self.tools)
+        self._drains: dict[str, asyncio.Lock] = {}
+
+    def create_session(
+        self,
+        agent: str,
+        *,
+        workspace: str | Path | None = None,
+        session_id: str | None = None,
+        parent_id: str | None = None,
+    ) -> Session:
+        if agent not in self.agents:
+            raise AgentNotFound(agent)
+        sid = session_id or f"ses_{len(self.store.session_ids()) + 1:06d}"
+        self.store.append(
+            sid,
+            [
+                SessionCreated(
+                    session_id=sid,
+                    agent=agent,
+                    workspace=None if workspace is None else str(workspace),
+                    parent_id=parent_id,
+                )
+            ],
+        )
+        return self.store.read(sid).session
+
+    def prompt(self, session_id: str, text: str) -> int:
+        """Admission: the prompt becomes a pending input. Returns the new revision."""
+        return self.store.append(session_id, lambda revision: admission_events(text, revision))
+
+    async def drain(self, session_id: str) -> DrainResult:
+        """Run the Drain; one at a time per session."""
+        lock = self._drains.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            return await self.runner.drain(session_id)
+
+    async def run(self, session_id: str, text: str) -> DrainResult:
+        """A durable turn: admit, then drain."""
+        self.prompt(session_id, text)
+        return await self.drain(session_id)
+
+    def select(self, session_id: str) -> Snapshot:
+        return self.context.select(session_id)
+
+    async def generate(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        tools_policy: ToolsPolicy = DEFAULT_TOOLS_POLICY,
+        warming: bool = False,
+        tag: str | None = None,
+    ) -> GenerateResult:
+        """session.generate: one transient call; the Session is left untouched."""
+        return await self.generator.generate(
+            session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
+        )

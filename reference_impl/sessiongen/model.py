@@ -1,0 +1,243 @@
+"""The Session domain: agents, sessions, messages with parts, usage, and the durable events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .llm.types import CacheTTL, FinishReason, Usage
+
+__all__ = [
+    "Agent",
+    "AssistantMessage",
+    "CompactionCompleted",
+    "CompactionMessage",
+    "Event",
+    "InputAdmitted",
+    "InputPromoted",
+    "InstructionMessage",
+    "InstructionsCommitted",
+    "Message",
+    "ModelRef",
+    "PendingInput",
+    "ReasoningPart",
+    "Session",
+    "SessionCreated",
+    "StepInterrupted",
+    "StepSettled",
+    "StepStarted",
+    "TextPart",
+    "ToolCallPart",
+    "ToolExecuted",
+    "Usage",
+    "UserMessage",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelRef(_Model):
+    """Which model a Session's agent talks to, and the window it must fit."""
+
+    provider: Literal["anthropic"] = "anthropic"
+    id: str = "claude-sonnet-4-5"
+    context_window: int = 200_000
+
+
+class Agent(_Model):
+    """What the model is told and allowed: system prompt, permitted tools, step limit."""
+
+    name: str
+    model: ModelRef = ModelRef()
+    system: str = "You are a helpful coding agent."
+    tools: tuple[str, ...] = ()
+    steps: int = Field(default=8, ge=1)
+    max_output_tokens: int = Field(default=1024, ge=1)
+    instruction_files: tuple[str, ...] = ("AGENTS.md",)
+    instructions: tuple[str, ...] = ()
+    cache_ttl: CacheTTL = "5m"
+    provider_options: dict[str, Any] = Field(default_factory=dict)
+    compaction_threshold: float = Field(default=0.8, gt=0, le=1)
+
+
+class Session(_Model):
+    id: str
+    agent: str
+    workspace: str | None = None
+    parent_id: str | None = None
+    revision: int = 0
+
+
+# --- message parts -------------------------------------------------------------------------
+
+
+class TextPart(_Model):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(_Model):
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+    signature: str | None = None
+
+
+ToolState = Literal["pending", "completed", "error"]
+
+
+class ToolCallPart(_Model):
+    """A tool call the model made, with its state and, once run, its result."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    input: dict[str, Any]
+    state: ToolState = "pending"
+    result: str | None = None
+
+
+Part = Annotated[TextPart | ReasoningPart | ToolCallPart, Field(discriminator="type")]
+
+
+# --- messages of Session History -----------------------------------------------------------
+
+
+class UserMessage(_Model):
+    kind: Literal["user"] = "user"
+    id: str
+    parts: tuple[TextPart, ...]
+
+
+class AssistantMessage(_Model):
+    """One Step's output. `completed` is set by Settlement; `interrupted` when it never was."""
+
+    kind: Literal["assistant"] = "assistant"
+    id: str
+    step: int
+    model: str
+    parts: tuple[Part, ...] = ()
+    completed: bool = False
+    interrupted: bool = False
+    finish_reason: FinishReason | None = None
+    usage: Usage = Usage()
+
+    @property
+    def settled(self) -> bool:
+        """Settled: finished (or marked interrupted) with no tool call still pending."""
+        done = self.completed or self.interrupted
+        return done and not any(
+            isinstance(p, ToolCallPart) and p.state == "pending" for p in self.parts
+        )
+
+
+class InstructionMessage(_Model):
+    """An instruction update, delivered once where it was committed."""
+
+    kind: Literal["instruction"] = "instruction"
+    id: str
+    text: str
+
+
+class CompactionMessage(_Model):
+    """A completed compaction's summary: active history starts here."""
+
+    kind: Literal["compaction"] = "compaction"
+    id: str
+    summary: str
+
+
+Message = Annotated[
+    UserMessage | AssistantMessage | InstructionMessage | CompactionMessage,
+    Field(discriminator="kind"),
+]
+
+
+class PendingInput(_Model):
+    id: str
+    text: str
+
+
+# --- durable events ------------------------------------------------------------------------
+
+
+class SessionCreated(_Model):
+    type: Literal["session_created"] = "session_created"
+    session_id: str
+    agent: str
+    workspace: str | None = None
+    parent_id: str | None = None
+
+
+class InputAdmitted(_Model):
+    type: Literal["input_admitted"] = "input_admitted"
+    input_id: str
+    text: str
+
+
+class InputPromoted(_Model):
+    type: Literal["input_promoted"] = "input_promoted"
+    input_id: str
+    message_id: str
+
+
+class InstructionsCommitted(_Model):
+    """The canonical model's instruction state; `update` is the text the model was shown."""
+
+    type: Literal["instructions_committed"] = "instructions_committed"
+    values: dict[str, str]
+    update: str | None = None
+    message_id: str | None = None
+
+
+class StepStarted(_Model):
+    type: Literal["step_started"] = "step_started"
+    message_id: str
+    step: int
+    model: str
+
+
+class StepSettled(_Model):
+    type: Literal["step_settled"] = "step_settled"
+    message_id: str
+    parts: tuple[Part, ...]
+    finish_reason: FinishReason
+    usage: Usage
+
+
+class ToolExecuted(_Model):
+    type: Literal["tool_executed"] = "tool_executed"
+    message_id: str
+    call_id: str
+    result: str
+    is_error: bool = False
+
+
+class StepInterrupted(_Model):
+    type: Literal["step_interrupted"] = "step_interrupted"
+    message_id: str
+    reason: str
+    parts: tuple[Part, ...] = ()
+
+
+class CompactionCompleted(_Model):
+    type: Literal["compaction_completed"] = "compaction_completed"
+    message_id: str
+    summary: str
+    usage: Usage
+
+
+Event = Annotated[
+    SessionCreated
+    | InputAdmitted
+    | InputPromoted
+    | InstructionsCommitted
+    | StepStarted
+    | StepSettled
+    | ToolExecuted
+    | StepInterrupted
+    | CompactionCompleted,
+    Field(discriminator="type"),
+]

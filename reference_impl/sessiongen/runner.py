@@ -1,0 +1,103 @@
+"""The Drain: promote -> select -> compact if required -> prepare -> attempt -> settle,
+continuing while the model calls tools, up to the agent's step limit. Orchestration only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .admission import promotion_events
+from .compaction import compact, compaction_required
+from .context import SessionContext, Snapshot
+from .instructions import commit_event
+from .llm.client import LLMClient
+from .llm.types import FinishReason, Usage
+from .model import AssistantMessage, Event, StepInterrupted, StepStarted
+from .request import SessionModelRequest
+from .settlement import execute_tools, settle_stream
+from .store import SessionStore
+from .tools import ToolRegistry
+
+INTERRUPTED_BY_EXIT = "the process ended before the Step settled"
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    steps: int
+    finish_reason: FinishReason | None
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class SessionRunner:
+    store: SessionStore
+    llm: LLMClient
+    context: SessionContext
+    preparation: SessionModelRequest
+    tools: ToolRegistry
+
+    def recover(self, session_id: str) -> int:
+        """Mark Steps left unsettled by a dead process as interrupted; returns how many."""
+        record = self.store.read(session_id)
+        stale = [
+            m for m in record.messages if isinstance(m, AssistantMessage) and not m.settled
+        ]
+        if stale:
+            self.store.append(
+                session_id,
+                [StepInterrupted(message_id=m.id, reason=INTERRUPTED_BY_EXIT) for m in stale],
+            )
+        return len(stale)
+
+    def _commit_instructions(self, snapshot: Snapshot) -> None:
+        assembled = snapshot.instructions
+        if assembled.needs_commit:
+            self.store.append(
+                snapshot.session.id,
+                lambda revision: [commit_event(assembled, f"msg_{revision + 1:06d}")],
+            )
+
+    def _promote(self, session_id: str) -> None:
+        pending = self.store.read(session_id).pending
+        if pending:
+            self.store.append(session_id, lambda revision: promotion_events(pending, revision))
+
+    async def drain(self, session_id: str) -> DrainResult:
+        self.recover(session_id)
+        usage = Usage()
+        finish: FinishReason | None = None
+        step = 0
+        while True:
+            step += 1
+            # Instructions before promotion, so an update sits before the prompt it
+            # accompanies, exactly where session.generate puts its transient update.
+            self._commit_instructions(self.context.select(session_id))
+            self._promote(session_id)
+            snapshot = self.context.select(session_id)
+            request = self.preparation.prepare(snapshot, operation="step", step=step)
+            if compaction_required(snapshot, request):
+                await compact(self.store, self.llm, self.preparation, snapshot)
+                snapshot = self.context.select(session_id)
+                request = self.preparation.prepare(snapshot, operation="step", step=step)
+            model = snapshot.agent.model.id
+
+            def started(revision: int, step: int = step, model: str = model) -> list[Event]:
+                return [StepStarted(message_id=f"msg_{revision + 1:06d}", step=step, model=model)]
+
+            revision = self.store.append(session_id, started)
+            message_id = f"msg_{revision:06d}"
+            settled = await settle_stream(
+                self.store, session_id, message_id, self.llm.stream(request)
+            )
+            usage = usage + settled.usage
+            finish = settled.finish_reason
+            execute_tools(
+                self.store,
+                session_id,
+                message_id,
+                settled.tool_calls,
+                self.tools,
+                snapshot.agent.tools,
+                snapshot.session.workspace,
+            )
+            if not settled.tool_calls or step >= snapshot.agent.steps:
+                return DrainResult(steps=step, finish_reason=finish, usage=usage)

@@ -1,0 +1,407 @@
+"""The event-sourced SQLite store: one transaction appends events and updates projections.
+
+Every durable change is `append(session_id, events)`: one write transaction that gives the
+events the next contiguous per-session revisions and folds each into the projections
+(sessions, messages, pending inputs, instruction state, usage totals). `read(session_id)` is
+one read transaction, so a reader never sees half of a change. WAL mode lets readers run
+while a writer holds the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from .errors import SessionNotFound
+from .model import (
+    AssistantMessage,
+    CompactionCompleted,
+    CompactionMessage,
+    Event,
+    InputAdmitted,
+    InputPromoted,
+    InstructionMessage,
+    InstructionsCommitted,
+    Message,
+    PendingInput,
+    Session,
+    SessionCreated,
+    StepInterrupted,
+    StepSettled,
+    StepStarted,
+    TextPart,
+    ToolCallPart,
+    ToolExecuted,
+    Usage,
+    UserMessage,
+)
+
+EventBuilder = Callable[[int], Sequence[Event]]
+_EVENT = TypeAdapter[Event](Event)
+_MESSAGE = TypeAdapter[Message](Message)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, revision)
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    workspace TEXT,
+    parent_id TEXT,
+    revision INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq),
+    UNIQUE (session_id, id)
+);
+CREATE TABLE IF NOT EXISTS pending_inputs (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS instruction_state (
+    session_id TEXT PRIMARY KEY,
+    initial TEXT NOT NULL,
+    current TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS usage_totals (
+    session_id TEXT PRIMARY KEY,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_write_5m_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0,
+    calls INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS compactions (
+    session_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    message_seq INTEGER NOT NULL,
+    PRIMARY KEY (session_id, message_id)
+);
+"""
+
+TABLES = (
+    "events",
+    "sessions",
+    "messages",
+    "pending_inputs",
+    "instruction_state",
+    "usage_totals",
+    "compactions",
+)
+
+
+@dataclass(frozen=True)
+class InstructionState:
+    """Committed instruction values: `initial` is the baseline rendered into the system
+    prompt (fixed at the first commit, so the cached prefix stays stable); `current` is
+    the latest committed value of every source."""
+
+    initial: dict[str, str]
+    current: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """Everything durable about one session, read in one transaction."""
+
+    session: Session
+    messages: tuple[Message, ...]
+    pending: tuple[PendingInput, ...]
+    instructions: InstructionState | None
+    usage: Usage
+    calls: int
+
+
+class SessionStore:
+    """SQLite, WAL, event-sourced. Pass a file path or ":memory:"."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _transaction(self, mode: str) -> Iterator[sqlite3.Connection]:
+        self._db.execute(f"BEGIN {mode}")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def append(self, session_id: str, events: Sequence[Event] | EventBuilder) -> int:
+        """Append events atomically; returns the session's new revision.
+
+        `events` may be a builder called with the current revision inside the write
+        transaction, so ids derived from it are unique without a read-then-write race.
+        """
+        with self._transaction("IMMEDIATE") as db:
+            row = db.execute("SELECT revision FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            revision = 0 if row is None else int(row[0])
+            if callable(events):
+                events = events(revision)
+            first = events[0] if events else None
+            if row is None and not isinstance(first, SessionCreated):
+                raise SessionNotFound(session_id)
+            for event in events:
+                revision += 1
+                db.execute(
+                    "INSERT INTO events (session_id, revision, type, data) VALUES (?, ?, ?, ?)",
+                    (session_id, revision, event.type, event.model_dump_json()),
+                )
+                _project(db, session_id, event)
+            db.execute("UPDATE sessions SET revision = ? WHERE id = ?", (revision, session_id))
+            return revision
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def exists(self, session_id: str) -> bool:
+        row = self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return row is not None
+
+    def session_ids(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY rowid")]
+
+    def read(self, session_id: str) -> SessionRecord:
+        """A consistent view of one session: one read transaction."""
+        with self._transaction("DEFERRED") as db:
+            row = db.execute(
+                "SELECT agent, workspace, parent_id, revision FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            session = Session(
+                id=session_id, agent=row[0], workspace=row[1], parent_id=row[2], revision=row[3]
+            )
+            rows = db.execute(
+                "SELECT data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+            pending = tuple(
+                PendingInput(id=r[0], text=r[1])
+                for r in db.execute(
+                    "SELECT id, text FROM pending_inputs WHERE session_id = ? ORDER BY seq",
+                    (session_id,),
+                )
+            )
+            state_row = db.execute(
+                "SELECT initial, current FROM instruction_state WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            usage_row = db.execute(
+                "SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_5m_tokens,"
+                " cache_write_1h_tokens, calls FROM usage_totals WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+        instructions = (
+            InstructionState(initial=json.loads(state_row[0]), current=json.loads(state_row[1]))
+            if state_row
+            else None
+        )
+        usage = (
+            Usage(
+                input_tokens=usage_row[0],
+                output_tokens=usage_row[1],
+                cache_read_tokens=usage_row[2],
+                cache_write_5m_tokens=usage_row[3],
+                cache_write_1h_tokens=usage_row[4],
+            )
+            if usage_row
+            else Usage()
+        )
+        return SessionRecord(
+            session=session,
+            messages=tuple(_MESSAGE.validate_json(r[0]) for r in rows),
+            pending=pending,
+            instructions=instructions,
+            usage=usage,
+            calls=usage_row[5] if usage_row else 0,
+        )
+
+    def events(self, session_id: str) -> list[tuple[int, Event]]:
+        rows = self._db.execute(
+            "SELECT revision, data FROM events WHERE session_id = ? ORDER BY revision",
+            (session_id,),
+        ).fetchall()
+        return [(int(r[0]), _EVENT.validate_json(r[1])) for r in rows]
+
+    def dump(self) -> dict[str, list[tuple[object, ...]]]:
+        """Every row of every table, in a stable order: "unchanged" means an equal dump."""
+        with self._transaction("DEFERRED") as db:
+            return {
+                table: [tuple(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY 1, 2")]
+                for table in TABLES
+            }
+
+
+# --- the projector: the one place events become projections ----------------------------------
+
+
+def _next_seq(db: sqlite3.Connection, table: str, session_id: str) -> int:
+    row = db.execute(
+        f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return int(row[0])
+
+
+def _insert_message(db: sqlite3.Connection, session_id: str, message: Message) -> int:
+    seq = _next_seq(db, "messages", session_id)
+    db.execute(
+        "INSERT INTO messages (session_id, seq, id, kind, data) VALUES (?, ?, ?, ?, ?)",
+        (session_id, seq, message.id, message.kind, message.model_dump_json()),
+    )
+    return seq
+
+
+def _load_assistant(db: sqlite3.Connection, session_id: str, message_id: str) -> AssistantMessage:
+    row = db.execute(
+        "SELECT data FROM messages WHERE session_id = ? AND id = ?", (session_id, message_id)
+    ).fetchone()
+    message = _MESSAGE.validate_json(row[0])
+    assert isinstance(message, AssistantMessage)
+    return message
+
+
+def _save_message(db: sqlite3.Connection, session_id: str, message: Message) -> None:
+    db.execute(
+        "UPDATE messages SET data = ? WHERE session_id = ? AND id = ?",
+        (message.model_dump_json(), session_id, message.id),
+    )
+
+
+def _add_usage(db: sqlite3.Connection, session_id: str, usage: Usage) -> None:
+    db.execute(
+        "UPDATE usage_totals SET input_tokens = input_tokens + ?,"
+        " output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?,"
+        " cache_write_5m_tokens = cache_write_5m_tokens + ?,"
+        " cache_write_1h_tokens = cache_write_1h_tokens + ?, calls = calls + 1"
+        " WHERE session_id = ?",
+        (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_5m_tokens,
+            usage.cache_write_1h_tokens,
+            session_id,
+        ),
+    )
+
+
+def _project(db: sqlite3.Connection, session_id: str, event: Event) -> None:
+    if isinstance(event, SessionCreated):
+        db.execute(
+            "INSERT INTO sessions (id, agent, workspace, parent_id, revision) VALUES (?,?,?,?,0)",
+            (session_id, event.agent, event.workspace, event.parent_id),
+        )
+        db.execute("INSERT INTO usage_totals (session_id) VALUES (?)", (session_id,))
+    elif isinstance(event, InputAdmitted):
+        seq = _next_seq(db, "pending_inputs", session_id)
+        db.execute(
+            "INSERT INTO pending_inputs (session_id, seq, id, text) VALUES (?, ?, ?, ?)",
+            (session_id, seq, event.input_id, event.text),
+        )
+    elif isinstance(event, InputPromoted):
+        row = db.execute(
+            "SELECT text FROM pending_inputs WHERE session_id = ? AND id = ?",
+            (session_id, event.input_id),
+        ).fetchone()
+        db.execute(
+            "DELETE FROM pending_inputs WHERE session_id = ? AND id = ?",
+            (session_id, event.input_id),
+        )
+        _insert_message(
+            db, session_id, UserMessage(id=event.message_id, parts=(TextPart(text=row[0]),))
+        )
+    elif isinstance(event, InstructionsCommitted):
+        values = json.dumps(event.values, sort_keys=True)
+        db.execute(
+            "INSERT INTO instruction_state (session_id, initial, current) VALUES (?, ?, ?)"
+            " ON CONFLICT(session_id) DO UPDATE SET current = excluded.current",
+            (session_id, values, values),
+        )
+        if event.update is not None and event.message_id is not None:
+            _insert_message(
+                db, session_id, InstructionMessage(id=event.message_id, text=event.update)
+            )
+    elif isinstance(event, StepStarted):
+        _insert_message(
+            db,
+            session_id,
+            AssistantMessage(id=event.message_id, step=event.step, model=event.model),
+        )
+    elif isinstance(event, StepSettled):
+        message = _load_assistant(db, session_id, event.message_id)
+        _save_message(
+            db,
+            session_id,
+            message.model_copy(
+                update={
+                    "parts": event.parts,
+                    "completed": True,
+                    "finish_reason": event.finish_reason,
+                    "usage": event.usage,
+                }
+            ),
+        )
+        _add_usage(db, session_id, event.usage)
+    elif isinstance(event, ToolExecuted):
+        message = _load_assistant(db, session_id, event.message_id)
+        parts = tuple(
+            p.model_copy(
+                update={"state": "error" if event.is_error else "completed", "result": event.result}
+            )
+            if isinstance(p, ToolCallPart) and p.id == event.call_id
+            else p
+            for p in message.parts
+        )
+        _save_message(db, session_id, message.model_copy(update={"parts": parts}))
+    elif isinstance(event, StepInterrupted):
+        message = _load_assistant(db, session_id, event.message_id)
+        parts = event.parts or message.parts
+        parts = tuple(
+            p.model_copy(update={"state": "error", "result": f"interrupted: {event.reason}"})
+            if isinstance(p, ToolCallPart) and p.state == "pending"
+            else p
+            for p in parts
+        )
+        _save_message(
+            db, session_id, message.model_copy(update={"parts": parts, "interrupted": True})
+        )
+    elif isinstance(event, CompactionCompleted):
+        seq = _insert_message(
+            db, session_id, CompactionMessage(id=event.message_id, summary=event.summary)
+        )
+        db.execute(
+            "INSERT INTO compactions (session_id, message_id, message_seq) VALUES (?, ?, ?)",
+            (session_id, event.message_id, seq),
+        )
+        _add_usage(db, session_id, event.usage)

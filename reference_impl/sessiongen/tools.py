@@ -1,0 +1,151 @@
+"""The built-in workspace tools (read_file, list_files, grep), confined to the workspace root.
+
+A tool validates its arguments with a pydantic model and resolves every path inside the
+workspace; a path that escapes it is a `PathOutsideWorkspace` tool error, never a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import (
+    InvalidToolArguments,
+    PathOutsideWorkspace,
+    ToolError,
+    ToolExecutionFailed,
+    UnknownTool,
+)
+from .llm.types import ToolDefinition
+
+MAX_OUTPUT_CHARS = 20_000
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReadFileArgs(_Args):
+    path: str = Field(description="File path relative to the workspace root.")
+
+
+class ListFilesArgs(_Args):
+    path: str = Field(default=".", description="Directory relative to the workspace root.")
+
+
+class GrepArgs(_Args):
+    pattern: str = Field(description="A Python regular expression.")
+    path: str = Field(default=".", description="Directory or file to search.")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A named capability the model may call: its schema and how to run it."""
+
+    name: str
+    description: str
+    args: type[_Args]
+    run: Callable[[Path, Any], str]
+
+    def definition(self) -> ToolDefinition:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return ToolDefinition(name=self.name, description=self.description, input_schema=schema)
+
+    def execute(self, workspace: Path, arguments: dict[str, Any]) -> str:
+        """Run the tool; every failure is a ToolError subclass."""
+        try:
+            parsed = self.args.model_validate(arguments)
+        except ValidationError as exc:
+            raise InvalidToolArguments(f"{self.name}: {exc.errors(include_url=False)}") from exc
+        try:
+            return self.run(workspace, parsed)[:MAX_OUTPUT_CHARS]
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolExecutionFailed(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+
+
+def resolve_inside(workspace: Path, relative: str) -> Path:
+    """The path inside the workspace, or PathOutsideWorkspace."""
+    root = workspace.resolve()
+    target = (root / relative).resolve()
+    if target != root and root not in target.parents:
+        raise PathOutsideWorkspace(f"{relative!r} is outside the workspace")
+    return target
+
+
+def _read_file(workspace: Path, args: ReadFileArgs) -> str:
+    return resolve_inside(workspace, args.path).read_text(encoding="utf-8")
+
+
+def _walk(root: Path) -> Iterable[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def _list_files(workspace: Path, args: ListFilesArgs) -> str:
+    base = resolve_inside(workspace, args.path)
+    root = workspace.resolve()
+    return "\n".join(str(p.relative_to(root)) for p in _walk(base))
+
+
+def _grep(workspace: Path, args: GrepArgs) -> str:
+    try:
+        pattern = re.compile(args.pattern)
+    except re.error as exc:
+        raise InvalidToolArguments(f"grep: bad pattern: {exc}") from exc
+    base = resolve_inside(workspace, args.path)
+    root = workspace.resolve()
+    hits: list[str] = []
+    for path in [base] if base.is_file() else _walk(base):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(lines, start=1):
+            if pattern.search(line):
+                hits.append(f"{path.relative_to(root)}:{number}: {line}")
+    return "\n".join(hits) if hits else "no matches"
+
+
+BUILTIN_TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool("read_file", "Read a UTF-8 text file from the workspace.", ReadFileArgs, _read_file),
+        Tool(
+            "list_files",
+            "List files under a workspace directory, recursively, sorted.",
+            ListFilesArgs,
+            _list_files,
+        ),
+        Tool(
+            "grep",
+            "Search workspace files for lines matching a regular expression.",
+            GrepArgs,
+            _grep,
+        ),
+    )
+}
+
+
+class ToolRegistry:
+    """The tools an engine knows; an agent's permission list selects from them."""
+
+    def __init__(self, tools: Iterable[Tool] = BUILTIN_TOOLS.values()) -> None:
+        self._tools = {tool.name: tool for tool in tools}
+
+    def permitted(self, names: Iterable[str]) -> tuple[Tool, ...]:
+        """The permitted tools in the agent's order; unknown names are skipped."""
+        return tuple(self._tools[name] for name in names if name in self._tools)
+
+    def get(self, name: str) -> Tool:
+        if name not in self._tools:
+            raise UnknownTool(f"no tool named {name!r}")
+        return self._tools[name]

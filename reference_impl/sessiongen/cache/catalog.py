@@ -1,0 +1,80 @@
+"""Per-model facts (minimum cacheable length, context window, output limit, prefill) loaded
+from `models.json`, with alias resolution."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+
+class UnknownModel(KeyError):
+    """The model id is neither a known id nor an alias of one."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(model)
+        self.model = model
+
+    def __str__(self) -> str:
+        return f"unknown model {self.model!r}"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the cache model and the emulator need to know about one model."""
+
+    id: str
+    display_name: str
+    aliases: tuple[str, ...]
+    min_cacheable_tokens: int
+    context_window: int
+    max_output_tokens: int
+    prefill_allowed: bool
+    unconfirmed: tuple[str, ...]
+
+
+def _load_json(name: str) -> dict[str, Any]:
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@cache
+def _catalog() -> dict[str, ModelInfo]:
+    table: dict[str, ModelInfo] = {}
+    for raw in _load_json("models.json")["models"]:
+        info = ModelInfo(
+            id=raw["id"],
+            display_name=raw["display_name"],
+            aliases=tuple(raw["aliases"]),
+            min_cacheable_tokens=int(raw["min_cacheable_tokens"]),
+            context_window=int(raw["context_window"]),
+            max_output_tokens=int(raw["max_output_tokens"]),
+            prefill_allowed=bool(raw["prefill_allowed"]),
+            unconfirmed=tuple(raw["unconfirmed"]),
+        )
+        for name in (info.id, *info.aliases):
+            table[name] = info
+    return table
+
+
+def get_model(model: str) -> ModelInfo:
+    """The facts for a model id or alias; raises `UnknownModel`."""
+    try:
+        return _catalog()[model]
+    except KeyError:
+        raise UnknownModel(model) from None
+
+
+def is_known_model(model: str) -> bool:
+    return model in _catalog()
+
+
+def list_models() -> list[ModelInfo]:
+    """Every known model once, in file order."""
+    seen: dict[str, ModelInfo] = {}
+    for info in _catalog().values():
+        seen.setdefault(info.id, info)
+    return list(seen.values())

@@ -21,7 +21,9 @@ class CachePolicy(Protocol):
         ...
 
 
-def _mark_block(messages: tuple[LLMMessage, ...], index: int, mark: CacheMark) -> tuple[LLMMessage, ...]:
+def _mark_block(
+    messages: tuple[LLMMessage, ...], index: int, mark: CacheMark
+) -> tuple[LLMMessage, ...]:
     out: list[LLMMessage] = []
     position = 0
     for message in messages:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .errors import AgentNotFound
 from .instructions import AssembledInstructions, assemble, resolve
-from .model import Agent, Message, Session, Usage
+from .model import Agent, Message, PendingInput, Session, Usage
 from .store import SessionStore
 from .tools import Tool, ToolRegistry
 from .transcript import active_history
@@ -18,7 +18,8 @@ class Snapshot:
     """One session's model context at `revision`, taken in one read transaction.
 
     `history` is active history (after the latest completed compaction, cut at the first
-    unsettled assistant message); pending inputs are not in it.
+    unsettled assistant message); pending inputs are not in it, and only the Drain's
+    compaction check looks at them.
     """
 
     session: Session
@@ -27,7 +28,7 @@ class Snapshot:
     instructions: AssembledInstructions
     history: tuple[Message, ...]
     revision: int
-    pending_count: int
+    pending: tuple[PendingInput, ...]
     usage: Usage
 
 
@@ -52,6 +53,6 @@ class SessionContext:
             instructions=assemble(sources, record.instructions),
             history=active_history(record.messages),
             revision=record.session.revision,
-            pending_count=len(record.pending),
+            pending=record.pending,
             usage=record.usage,
         )

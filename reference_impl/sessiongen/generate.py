@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -26,7 +26,7 @@ from .request import SessionModelRequest
 from .tools import ToolRegistry
 
 
-class ToolsPolicy(str, Enum):
+class ToolsPolicy(StrEnum):
     """What a transient request does with the agent's tools."""
 
     DEFINITIONS = "A"
@@ -106,7 +106,9 @@ class SessionGenerate:
         snapshot = self.context.select(session_id)
         transient: list[Message] = []
         if snapshot.instructions.update is not None:
-            transient.append(InstructionMessage(id="transient-update", text=snapshot.instructions.update))
+            transient.append(
+                InstructionMessage(id="transient-update", text=snapshot.instructions.update)
+            )
         transient.append(UserMessage(id="transient-prompt", parts=(TextPart(text=prompt),)))
         request = self.preparation.prepare(
             snapshot,

@@ -56,29 +56,21 @@ class SessionModelRequest:
     hooks: Sequence[RequestHook] = ()
     cache_policy: CachePolicy = field(default=opencode_default)
 
-    def prepare(
+    def build(
         self,
         snapshot: Snapshot,
         *,
         operation: Operation,
         step: int | None = None,
         transient: Sequence[Message] = (),
-        tag: str | None = None,
-        cache_anchor: CacheAnchor = "tail",
     ) -> LLMRequest:
-        """Build the request for `snapshot`; `transient` messages are appended in memory.
-
-        `cache_anchor="shared"` puts the tail breakpoint on the last block of the snapshot's
-        history instead of the last block of the request (the warming shape).
-        """
+        """The request before hooks and cache breakpoints (pure; used to measure size)."""
         agent = snapshot.agent
         system = tuple(
-            SystemPart(text=text)
-            for text in (agent.system, snapshot.instructions.baseline)
-            if text
+            SystemPart(text=text) for text in (agent.system, snapshot.instructions.baseline) if text
         )
         last_step = operation == "step" and step is not None and step >= agent.steps
-        request = LLMRequest(
+        return LLMRequest(
             model=agent.model.id,
             system=system,
             messages=to_llm_messages((*snapshot.history, *transient)),
@@ -89,6 +81,24 @@ class SessionModelRequest:
             headers=session_headers(snapshot),
             provider_options=dict(agent.provider_options),
         )
+
+    def prepare(
+        self,
+        snapshot: Snapshot,
+        *,
+        operation: Operation,
+        step: int | None = None,
+        transient: Sequence[Message] = (),
+        tag: str | None = None,
+        cache_anchor: CacheAnchor = "tail",
+    ) -> LLMRequest:
+        """Build the request for `snapshot`, run the hooks, place cache breakpoints.
+
+        `transient` messages are appended in memory. `cache_anchor="shared"` puts the tail
+        breakpoint on the last block of the snapshot's history instead of the last block of
+        the request (the warming shape).
+        """
+        request = self.build(snapshot, operation=operation, step=step, transient=transient)
         info = RequestInfo(
             operation=operation,
             session_id=snapshot.session.id,
@@ -101,4 +111,4 @@ class SessionModelRequest:
         anchor = None
         if cache_anchor == "shared":
             anchor = block_count(to_llm_messages(snapshot.history)) - 1
-        return self.cache_policy(request, anchor=anchor, ttl=agent.cache_ttl)
+        return self.cache_policy(request, anchor=anchor, ttl=snapshot.agent.cache_ttl)

@@ -11,7 +11,7 @@ from .context import SessionContext, Snapshot
 from .instructions import commit_event
 from .llm.client import LLMClient
 from .llm.types import FinishReason, Usage
-from .model import AssistantMessage, Event, StepInterrupted, StepStarted
+from .model import AssistantMessage, Event, StepInterrupted, StepStarted, TextPart, UserMessage
 from .request import SessionModelRequest
 from .settlement import execute_tools, settle_stream
 from .store import SessionStore
@@ -38,9 +38,7 @@ class SessionRunner:
     def recover(self, session_id: str) -> int:
         """Mark Steps left unsettled by a dead process as interrupted; returns how many."""
         record = self.store.read(session_id)
-        stale = [
-            m for m in record.messages if isinstance(m, AssistantMessage) and not m.settled
-        ]
+        stale = [m for m in record.messages if isinstance(m, AssistantMessage) and not m.settled]
         if stale:
             self.store.append(
                 session_id,
@@ -71,13 +69,19 @@ class SessionRunner:
             # Instructions before promotion, so an update sits before the prompt it
             # accompanies, exactly where session.generate puts its transient update.
             self._commit_instructions(self.context.select(session_id))
+            # Compact before promotion, so the new prompt stays verbatim after the summary.
+            snapshot = self.context.select(session_id)
+            incoming = tuple(
+                UserMessage(id=p.id, parts=(TextPart(text=p.text),)) for p in snapshot.pending
+            )
+            probe = self.preparation.build(
+                snapshot, operation="step", step=step, transient=incoming
+            )
+            if compaction_required(snapshot, probe):
+                await compact(self.store, self.llm, self.preparation, snapshot)
             self._promote(session_id)
             snapshot = self.context.select(session_id)
             request = self.preparation.prepare(snapshot, operation="step", step=step)
-            if compaction_required(snapshot, request):
-                await compact(self.store, self.llm, self.preparation, snapshot)
-                snapshot = self.context.select(session_id)
-                request = self.preparation.prepare(snapshot, operation="step", step=step)
             model = snapshot.agent.model.id
 
             def started(revision: int, step: int = step, model: str = model) -> list[Event]:

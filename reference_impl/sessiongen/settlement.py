@@ -23,7 +23,15 @@ from .llm.types import (
     Usage,
     UsageEvent,
 )
-from .model import Part, ReasoningPart, StepInterrupted, StepSettled, TextPart, ToolCallPart, ToolExecuted
+from .model import (
+    Part,
+    ReasoningPart,
+    StepInterrupted,
+    StepSettled,
+    TextPart,
+    ToolCallPart,
+    ToolExecuted,
+)
 from .store import SessionStore
 from .tools import ToolRegistry
 
@@ -113,5 +121,9 @@ def execute_tools(
             result, is_error = f"{type(error).__name__}: {error}", True
         store.append(
             session_id,
-            [ToolExecuted(message_id=message_id, call_id=call.id, result=result, is_error=is_error)],
+            [
+                ToolExecuted(
+                    message_id=message_id, call_id=call.id, result=result, is_error=is_error
+                )
+            ],
         )

@@ -342,7 +342,7 @@ def _project(db: sqlite3.Connection, session_id: str, event: Event) -> None:
             db, session_id, UserMessage(id=event.message_id, parts=(TextPart(text=row[0]),))
         )
     elif isinstance(event, InstructionsCommitted):
-        values = json.dumps(event.values, sort_keys=True)
+        values = json.dumps(event.values)
         db.execute(
             "INSERT INTO instruction_state (session_id, initial, current) VALUES (?, ?, ?)"
             " ON CONFLICT(session_id) DO UPDATE SET current = excluded.current",

@@ -32,7 +32,9 @@ def count_json_tokens(value: Any) -> int:
 
 
 def count_tool_tokens(name: str, description: str, input_schema: dict[str, Any]) -> int:
-    return count_text_tokens(name) + count_text_tokens(description) + count_json_tokens(input_schema)
+    return (
+        count_text_tokens(name) + count_text_tokens(description) + count_json_tokens(input_schema)
+    )
 
 
 def count_tool_call_tokens(name: str, tool_input: dict[str, Any]) -> int:

@@ -1,0 +1,50 @@
+"""Compaction: a provider call summarises history; a durable marker makes history start there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sessiongen import Agent, ModelRef, ScriptedReply
+from sessiongen.model import CompactionMessage
+
+from ..conftest import EngineFactory
+
+
+async def test_compaction_replaces_active_history(
+    make_engine: EngineFactory, workspace: Path, agent: Agent
+) -> None:
+    small = agent.model_copy(
+        update={
+            "model": ModelRef(id="claude-sonnet-4-5", context_window=1200),
+            "max_output_tokens": 64,
+        }
+    )
+    engine, scripted, recording = make_engine(agents=[small])
+    session = engine.create_session("build", workspace=workspace)
+    long_answer = "The answer involves many details. " * 40
+    for turn in range(3):
+        scripted.queue([ScriptedReply(text=long_answer)])
+        await engine.run(session.id, f"question {turn}")
+    operations = []
+    compacted = False
+    for request in recording.requests:
+        last = request.messages[-1].content[-1]
+        is_compaction = last.type == "text" and last.text.startswith("Summarise this conversation")
+        operations.append("compaction" if is_compaction else "step")
+        compacted |= is_compaction
+    assert compacted, operations
+    record = engine.store.read(session.id)
+    markers = [m for m in record.messages if isinstance(m, CompactionMessage)]
+    assert markers and engine.store.dump()["compactions"]
+    # After the marker, the next Step's history starts with the summary.
+    scripted.queue([ScriptedReply(text="short")])
+    await engine.run(session.id, "after")
+    first_block = recording.requests[-1].messages[0].content[0]
+    assert first_block.type == "text" and first_block.text.startswith(
+        "Summary of the conversation so far:"
+    )
+    # The compaction call keeps the Step's prefix: same tools and system.
+    compaction_request = recording.requests[operations.index("compaction")]
+    assert compaction_request.tools == recording.requests[0].tools
+    assert compaction_request.system == recording.requests[0].system
+    assert record.calls == len(recording.requests) - 1

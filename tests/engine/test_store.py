@@ -1,0 +1,82 @@
+"""The event-sourced store: contiguous revisions, atomic appends, consistent reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sessiongen import SessionNotFound, SessionStore
+from sessiongen.model import InputAdmitted, InputPromoted, SessionCreated
+
+
+def _created(sid: str) -> SessionCreated:
+    return SessionCreated(session_id=sid, agent="build")
+
+
+@pytest.mark.parametrize("where", ["memory", "file"])
+def test_revisions_are_contiguous_per_session(where: str, tmp_path: Path) -> None:
+    store = SessionStore(":memory:" if where == "memory" else tmp_path / "s.db")
+    store.append("a", [_created("a")])
+    store.append("b", [_created("b")])
+    store.append(
+        "a", [InputAdmitted(input_id="i1", text="x"), InputAdmitted(input_id="i2", text="y")]
+    )
+    assert [rev for rev, _ in store.events("a")] == [1, 2, 3]
+    assert [rev for rev, _ in store.events("b")] == [1]
+    assert store.read("a").session.revision == 3
+    assert [p.text for p in store.read("a").pending] == ["x", "y"]
+
+
+def test_file_database_uses_wal_and_survives_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SessionStore(path)
+    store.append("a", [_created("a"), InputAdmitted(input_id="i1", text="hello")])
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+    again = SessionStore(path)
+    assert again.read("a").pending[0].text == "hello"
+
+
+def test_failed_append_changes_nothing() -> None:
+    store = SessionStore()
+    store.append("a", [_created("a"), InputAdmitted(input_id="i1", text="x")])
+    before = store.dump()
+    # Promoting an input id twice violates the messages' unique id: the whole batch rolls back.
+    with pytest.raises(Exception):  # noqa: B017
+        store.append(
+            "a",
+            [
+                InputAdmitted(input_id="i2", text="y"),
+                InputPromoted(input_id="i1", message_id="m1"),
+                InputPromoted(input_id="i2", message_id="m1"),
+            ],
+        )
+    assert store.dump() == before
+
+
+def test_unknown_session_is_typed() -> None:
+    store = SessionStore()
+    with pytest.raises(SessionNotFound):
+        store.read("nope")
+    with pytest.raises(SessionNotFound):
+        store.append("nope", [InputAdmitted(input_id="i", text="x")])
+    assert store.dump()["events"] == []
+
+
+def test_promotion_projects_history_in_admission_order() -> None:
+    store = SessionStore()
+    store.append("a", [_created("a")])
+    store.append(
+        "a",
+        [InputAdmitted(input_id="i1", text="first"), InputAdmitted(input_id="i2", text="second")],
+    )
+    store.append(
+        "a",
+        [
+            InputPromoted(input_id="i1", message_id="m1"),
+            InputPromoted(input_id="i2", message_id="m2"),
+        ],
+    )
+    record = store.read("a")
+    assert record.pending == ()
+    assert [m.id for m in record.messages] == ["m1", "m2"]

@@ -43,7 +43,7 @@ class ModelRef(_Model):
     """Which model a Session's agent talks to, and the window it must fit."""
 
     provider: Literal["anthropic"] = "anthropic"
-    id: str = "claude-sonnet-4-5"
+    id: str = "claude-sonnet-4-6"
     context_window: int = 200_000
 
 

@@ -54,7 +54,7 @@ async def test_step_after_compaction(
 ) -> None:
     small = agent.model_copy(
         update={
-            "model": ModelRef(id="claude-sonnet-4-5", context_window=1200),
+            "model": ModelRef(id="claude-sonnet-4-6", context_window=1200),
             "max_output_tokens": 64,
         }
     )

@@ -1,0 +1,552 @@
+"""AnthropicLLMClient: the LLMClient over the Anthropic Messages API, on the official async SDK."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import aclosing, contextmanager
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+import httpx2
+from anthropic import (
+    DEFAULT_MAX_RETRIES,
+    AnthropicError,
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AsyncAnthropic,
+    CredentialsError,
+)
+from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
+from anthropic.types import Usage as WireUsage
+
+from ..errors import (
+    ContextOverflow,
+    ProviderAuthenticationError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderStreamInterrupted,
+    ProviderTimeout,
+    provider_error_for_status,
+)
+from .client import collect
+from .types import (
+    CacheMark,
+    FinishEvent,
+    FinishReason,
+    LLMMessage,
+    LLMRequest,
+    LLMResponse,
+    ReasoningContent,
+    ReasoningDelta,
+    StreamEvent,
+    SystemPart,
+    TextContent,
+    TextDelta,
+    ToolCall,
+    ToolCallContent,
+    ToolCallEvent,
+    ToolChoice,
+    ToolDefinition,
+    ToolResultContent,
+    Usage,
+    UsageEvent,
+)
+
+__all__ = ["AnthropicLLMClient", "lower_request"]
+
+# --- lowering ------------------------------------------------------------------------------
+
+
+def lower_request(request: LLMRequest) -> dict[str, Any]:
+    """The exact JSON body of POST /v1/messages for `request`, without `stream`.
+
+    Keys come in a stable order: model, max_tokens, system, messages, tools, tool_choice, then
+    `request.provider_options["anthropic"]` merged last (so it may add or override fields).
+    `request.prompt_cache_key` is not lowered: the Messages API has no such field, and the
+    engine carries session identity in `request.headers`, which the client sends as headers.
+    Reasoning without a signature is dropped, since the API rejects unsigned thinking blocks;
+    a cache mark on reasoning is dropped too, since thinking blocks cannot carry one.
+    """
+    body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_output_tokens}
+    if request.system:
+        body["system"] = [_lower_system_part(part) for part in request.system]
+    body["messages"] = [_lower_message(message) for message in request.messages]
+    if request.tools:
+        body["tools"] = [_lower_tool(tool) for tool in request.tools]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _lower_tool_choice(request.tool_choice)
+    body.update(request.provider_options.get("anthropic", {}))
+    return body
+
+
+def _cache_control(mark: CacheMark) -> dict[str, str]:
+    # 5m is the API default, so it is left implicit to keep the body minimal.
+    if mark.ttl == "1h":
+        return {"type": "ephemeral", "ttl": "1h"}
+    return {"type": "ephemeral"}
+
+
+def _with_cache(block: dict[str, Any], mark: CacheMark | None) -> dict[str, Any]:
+    if mark is not None:
+        block["cache_control"] = _cache_control(mark)
+    return block
+
+
+def _lower_system_part(part: SystemPart) -> dict[str, Any]:
+    return _with_cache({"type": "text", "text": part.text}, part.cache)
+
+
+def _lower_message(message: LLMMessage) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for part in message.content:
+        block = _lower_content(part)
+        if block is not None:
+            content.append(block)
+    return {"role": message.role, "content": content}
+
+
+def _lower_content(
+    part: TextContent | ReasoningContent | ToolCallContent | ToolResultContent,
+) -> dict[str, Any] | None:
+    if isinstance(part, TextContent):
+        return _with_cache({"type": "text", "text": part.text}, part.cache)
+    if isinstance(part, ReasoningContent):
+        if part.signature is None:
+            return None
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+    if isinstance(part, ToolCallContent):
+        block = {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
+        return _with_cache(block, part.cache)
+    result: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": part.tool_call_id,
+        "content": part.text,
+    }
+    if part.is_error:
+        result["is_error"] = True
+    return _with_cache(result, part.cache)
+
+
+def _lower_tool(tool: ToolDefinition) -> dict[str, Any]:
+    block = {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+    return _with_cache(block, tool.cache)
+
+
+def _lower_tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    lowered: dict[str, Any] = {"type": choice.type}
+    if choice.type == "tool":
+        if choice.name is None:
+            raise ValueError("tool_choice of type 'tool' needs the tool's name")
+        lowered["name"] = choice.name
+    # The API has the flag inside tool_choice, and none has no such field (nothing to disable).
+    if choice.disable_parallel_tool_use and choice.type != "none":
+        lowered["disable_parallel_tool_use"] = True
+    return lowered
+
+
+# --- the one error mapping -----------------------------------------------------------------
+
+# The documented HTTP status of each error type, for an `error` event inside a 200 stream,
+# which the SDK raises as a status error carrying the stream's 200.
+_ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+class _Call:
+    """What is known about the call in flight, for errors raised after the response began."""
+
+    request_id: str | None = None
+
+
+@contextmanager
+def _provider_errors(call: _Call) -> Iterator[None]:
+    """Translate every SDK and transport failure inside the block into a sessiongen error."""
+    try:
+        yield
+    except APIStatusError as err:
+        raise _status_error(err, call) from err
+    except APITimeoutError as err:
+        raise ProviderTimeout("the provider call timed out", request_id=call.request_id) from err
+    except APIConnectionError as err:
+        cause = err.__cause__
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else err.message
+        raise ProviderConnectionError(
+            f"could not reach the provider: {detail}", request_id=call.request_id
+        ) from err
+    except (httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError) as err:
+        # The SDK wraps transport failures only while sending; once the body streams, they
+        # surface raw, and the stream is lost whatever the cause (timeouts included).
+        raise ProviderStreamInterrupted(
+            f"the provider stream broke: {type(err).__name__}: {err}", request_id=call.request_id
+        ) from err
+    except CredentialsError as err:
+        # Raised when building a client whose credentials come from an unusable profile.
+        raise ProviderAuthenticationError(f"{_NO_CREDENTIALS}: {err}") from err
+    except AnthropicError as err:
+        raise ProviderError(str(err), request_id=call.request_id) from err
+    except TypeError as err:
+        # With no credentials at all, the SDK raises a bare TypeError when it sends.
+        if "authentication method" not in str(err):
+            raise
+        raise ProviderAuthenticationError(f"{_NO_CREDENTIALS}: {err}") from err
+
+
+_NO_CREDENTIALS = "no usable Anthropic credentials (set ANTHROPIC_API_KEY or pass api_key)"
+
+
+def _status_error(err: APIStatusError, call: _Call) -> ProviderError | ContextOverflow:
+    message = err.api_message or err.message
+    request_id = err.request_id or _body_request_id(err.body) or call.request_id
+    status = err.status_code
+    if status < 400:
+        mapped = _ERROR_TYPE_STATUS.get(err.type or "")
+        if mapped is None:
+            return ProviderStreamInterrupted(
+                f"the provider stream reported an error: {message}",
+                request_id=request_id,
+                error_type=err.type,
+            )
+        status = mapped
+    return provider_error_for_status(status, message, request_id=request_id, error_type=err.type)
+
+
+def _body_request_id(body: object) -> str | None:
+    value = body.get("request_id") if isinstance(body, dict) else None
+    return value if isinstance(value, str) else None
+
+
+# --- stream decoding -----------------------------------------------------------------------
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "refusal": "refusal",
+    "model_context_window_exceeded": "context_window",
+}
+
+
+class _ToolBlock:
+    def __init__(self, call_id: str, name: str, start_input: dict[str, Any]) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.start_input = start_input
+        self.parts: list[str] = []
+
+
+class _StreamDecoder:
+    """Folds raw Messages stream events into sessiongen stream events, one event at a time."""
+
+    def __init__(self) -> None:
+        self.model = ""
+        self.response_id: str | None = None
+        self.usage = Usage()
+        self.stop_reason: str | None = None
+        self.finish: FinishEvent | None = None
+        self._tools: dict[int, _ToolBlock] = {}
+        self.unparsable_tool: str | None = None
+
+    def feed(self, raw: RawMessageStreamEvent) -> list[StreamEvent]:
+        # Dispatch on the `type` string, not the class: the SDK builds an unknown event type
+        # into one of the known classes, and unknown events must be tolerated.
+        if raw.type == "message_start":
+            self.model = raw.message.model
+            self.response_id = raw.message.id
+            self.usage = _merge_usage(self.usage, raw.message.usage)
+            return [UsageEvent(usage=self.usage)]
+        if raw.type == "content_block_start":
+            return self._block_start(raw.index, raw.content_block)
+        if raw.type == "content_block_delta":
+            return self._block_delta(raw.index, raw.delta)
+        if raw.type == "content_block_stop":
+            return self._block_stop(raw.index)
+        if raw.type == "message_delta":
+            if raw.delta.stop_reason is not None:
+                self.stop_reason = raw.delta.stop_reason
+            self.usage = _merge_usage(self.usage, raw.usage)
+            return [UsageEvent(usage=self.usage)]
+        if raw.type == "message_stop":
+            self.finish = self._finish_event()
+        return []
+
+    def _block_start(self, index: int, block: Any) -> list[StreamEvent]:
+        kind = getattr(block, "type", None)
+        if kind == "tool_use":
+            self._tools[index] = _ToolBlock(block.id, block.name, dict(block.input or {}))
+        elif kind == "text" and block.text:
+            return [TextDelta(text=block.text)]
+        elif kind == "thinking" and block.thinking:
+            return [ReasoningDelta(text=block.thinking, signature=block.signature or None)]
+        return []
+
+    def _block_delta(self, index: int, delta: Any) -> list[StreamEvent]:
+        kind = getattr(delta, "type", None)
+        if kind == "text_delta":
+            return [TextDelta(text=delta.text)]
+        if kind == "thinking_delta":
+            return [ReasoningDelta(text=delta.thinking)]
+        if kind == "signature_delta":
+            return [ReasoningDelta(text="", signature=delta.signature)]
+        if kind == "input_json_delta" and index in self._tools:
+            self._tools[index].parts.append(delta.partial_json)
+        return []
+
+    def _block_stop(self, index: int) -> list[StreamEvent]:
+        tool = self._tools.pop(index, None)
+        if tool is None:
+            return []
+        text = "".join(tool.parts)
+        if not text.strip():
+            arguments: Any = tool.start_input
+        else:
+            try:
+                arguments = json.loads(text)
+            except json.JSONDecodeError:
+                arguments = None
+        if not isinstance(arguments, dict):
+            # Output cut by max_tokens can end inside the JSON; that is only an error if the
+            # message does not finish with max_tokens, which is known at message_delta.
+            self.unparsable_tool = tool.name
+            return []
+        call = ToolCall(id=tool.call_id, name=tool.name, input=arguments)
+        return [ToolCallEvent(call=call)]
+
+    def _finish_event(self) -> FinishEvent:
+        reason = _FINISH_REASONS.get(self.stop_reason or "", "other")
+        return FinishEvent(reason=reason, model=self.model, response_id=self.response_id)
+
+
+def _merge_usage(previous: Usage, wire: WireUsage | MessageDeltaUsage) -> Usage:
+    """Cumulative usage: fields the event omits keep their earlier value."""
+    input_tokens = wire.input_tokens if wire.input_tokens is not None else previous.input_tokens
+    cache_read = previous.cache_read_tokens
+    if wire.cache_read_input_tokens is not None:
+        cache_read = wire.cache_read_input_tokens
+    write_5m, write_1h = previous.cache_write_5m_tokens, previous.cache_write_1h_tokens
+    breakdown = wire.cache_creation if isinstance(wire, WireUsage) else None
+    if breakdown is not None:
+        write_5m = breakdown.ephemeral_5m_input_tokens
+        write_1h = breakdown.ephemeral_1h_input_tokens
+    elif (
+        wire.cache_creation_input_tokens is not None
+        and wire.cache_creation_input_tokens != previous.cache_write_tokens
+    ):
+        # A total without its TTL split: 5m is the default TTL; keep any 1h share already known.
+        write_1h = min(write_1h, wire.cache_creation_input_tokens)
+        write_5m = wire.cache_creation_input_tokens - write_1h
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=wire.output_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_5m_tokens=write_5m,
+        cache_write_1h_tokens=write_1h,
+    )
+
+
+# --- httpx bridge --------------------------------------------------------------------------
+
+
+def _translated(err: httpx.HTTPError, request: httpx2.Request) -> httpx2.HTTPError:
+    # httpx2 is a fork of httpx with the same exception names, so the SDK's handling
+    # (timeouts vs connection errors) sees what it would see on its own transport.
+    cls = getattr(httpx2, type(err).__name__, httpx2.TransportError)
+    if not (isinstance(cls, type) and issubclass(cls, httpx2.RequestError)):
+        cls = httpx2.TransportError
+    return cls(str(err), request=request)
+
+
+_BODY_ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+class _BridgedStream(httpx2.AsyncByteStream):
+    def __init__(self, response: httpx.Response, request: httpx2.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.aiter_bytes():
+                yield chunk
+        except httpx.HTTPError as err:
+            raise _translated(err, self._request) from err
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+class _HttpxBridge(httpx2.AsyncBaseTransport):
+    """Sends the SDK's httpx2 requests through an httpx.AsyncClient (e.g. an ASGI app)."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        outbound = self._client.build_request(
+            request.method,
+            str(request.url),
+            headers=request.headers.multi_items(),
+            content=await request.aread(),
+        )
+        try:
+            response = await self._client.send(outbound, stream=True)
+        except httpx.HTTPError as err:
+            raise _translated(err, request) from err
+        # The body is passed on decoded (an httpx response may already be read, e.g. from a
+        # MockTransport), so the headers describing its encoding and length are dropped.
+        headers = [
+            (name, value)
+            for name, value in response.headers.multi_items()
+            if name.lower() not in _BODY_ENCODING_HEADERS
+        ]
+        return httpx2.Response(
+            response.status_code,
+            headers=headers,
+            stream=_BridgedStream(response, request),
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _as_httpx2(
+    http_client: httpx2.AsyncClient | httpx.AsyncClient | None,
+) -> httpx2.AsyncClient | None:
+    # The SDK (2.x) only accepts httpx2 clients; an httpx client is bridged, not rejected.
+    if isinstance(http_client, httpx.AsyncClient):
+        return httpx2.AsyncClient(transport=_HttpxBridge(http_client))
+    return http_client
+
+
+def _base_url_of(http_client: httpx2.AsyncClient | httpx.AsyncClient | None) -> str | None:
+    # The SDK ignores the http client's base_url, so a client aimed at a host is honoured here.
+    if http_client is None or not str(http_client.base_url):
+        return None
+    return str(http_client.base_url)
+
+
+# --- the client ----------------------------------------------------------------------------
+
+
+class AnthropicLLMClient:
+    """LLMClient over Anthropic Messages, through `anthropic.AsyncAnthropic`.
+
+    `stream()` retries as the SDK client is configured to (`max_retries`); `generate()` makes
+    exactly one HTTP attempt. Every failure surfaces as a sessiongen error, never an SDK one.
+    Pass a ready `client` (which the caller keeps owning), or the options to build one; an
+    `http_client` may be an `httpx2.AsyncClient` (the SDK's own) or an `httpx.AsyncClient`, and
+    its base_url is used when `base_url` is not given. A built client is closed by `aclose()`.
+    """
+
+    def __init__(
+        self,
+        client: AsyncAnthropic | None = None,
+        *,
+        http_client: httpx2.AsyncClient | httpx.AsyncClient | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int | None = None,
+    ) -> None:
+        if client is not None:
+            if (http_client, base_url, api_key, max_retries) != (None, None, None, None):
+                raise ValueError("pass a ready AsyncAnthropic client or options to build one")
+            self._client = client
+            self._owns_client = False
+        else:
+            # None falls through to the SDK's ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL lookup.
+            with _provider_errors(_Call()):
+                self._client = AsyncAnthropic(
+                    api_key=api_key,
+                    base_url=base_url or _base_url_of(http_client),
+                    http_client=_as_httpx2(http_client),
+                    max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+                )
+            self._owns_client = True
+        self._single_attempt = self._client.with_options(max_retries=0)
+
+    @classmethod
+    def from_env(cls, *, max_retries: int | None = None) -> Self:
+        """A client configured by the SDK's ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL."""
+        return cls(max_retries=max_retries)
+
+    @property
+    def client(self) -> AsyncAnthropic:
+        return self._client
+
+    @property
+    def max_retries(self) -> int:
+        """How many times `stream()` retries a failed attempt (from the SDK client)."""
+        return self._client.max_retries
+
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        return self._events(self._client, request)
+
+    async def generate(self, request: LLMRequest) -> LLMResponse:
+        # One attempt only: session.generate promises a single provider call.
+        async with aclosing(self._events(self._single_attempt, request)) as events:
+            return await collect(events)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _events(
+        self, client: AsyncAnthropic, request: LLMRequest
+    ) -> AsyncGenerator[StreamEvent, None]:
+        body = lower_request(request)
+        call = _Call()
+        decoder = _StreamDecoder()
+        with _provider_errors(call):
+            # Only the required fields go as typed arguments; the rest of the lowered body goes
+            # as extra_body, so the wire body is exactly lower_request's, whatever the SDK knows.
+            raw_stream = await client.messages.create(
+                model=body.pop("model"),
+                max_tokens=body.pop("max_tokens"),
+                messages=body.pop("messages"),
+                stream=True,
+                extra_body=body or None,
+                extra_headers=request.headers or None,
+            )
+            call.request_id = raw_stream.response.headers.get("request-id")
+            async with raw_stream:
+                async for raw in raw_stream:
+                    for event in decoder.feed(raw):
+                        yield event
+                    if decoder.finish is not None:
+                        break
+        # Yielded after the response is closed, so a consumer that stops here leaks nothing.
+        if decoder.finish is None:
+            raise ProviderStreamInterrupted(
+                "the provider stream ended before message_stop", request_id=call.request_id
+            )
+        if decoder.unparsable_tool is not None and decoder.finish.reason != "max_tokens":
+            raise ProviderError(
+                f"the provider sent invalid JSON input for tool {decoder.unparsable_tool!r}",
+                request_id=call.request_id,
+            )
+        yield decoder.finish

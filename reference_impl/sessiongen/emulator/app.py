@@ -1,0 +1,227 @@
+"""The FastAPI app: the Messages API endpoints plus the `/_emulator` admin endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.exceptions import HTTPException
+
+from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
+from .responder import build_reply
+from .state import EmulatorState, FaultSpec, ScriptedResponse
+from .streaming import SSEResponse, message_events
+from .validation import validate_count_tokens, validate_messages
+
+MESSAGES_PATH = "/v1/messages"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+
+
+class ClockUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    advance: float | None = Field(default=None, ge=0)
+    now: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ClockUpdate:
+        if (self.advance is None) == (self.now is None):
+            raise ValueError("give exactly one of 'advance' or 'now'")
+        return self
+
+
+class ScriptUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    responses: list[ScriptedResponse]
+
+
+class ConfigUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ttft: float = Field(ge=0)
+
+
+def _parse_body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _error_response(
+    status: int,
+    request_id: str,
+    message: str | None = None,
+    error_type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    all_headers = {**DEFAULT_HEADERS.get(status, {}), **(headers or {}), "request-id": request_id}
+    return JSONResponse(
+        error_body(status, message, request_id, error_type), status_code=status, headers=all_headers
+    )
+
+
+async def _handle(
+    state: EmulatorState, request: Request, path: str
+) -> Response:  # one code path for both endpoints, so faults and logging behave the same
+    raw = await request.body()
+    request_id = state.next_request_id()
+    started_at = state.clock.now()
+    body = _parse_body(raw)
+    stream = path == MESSAGES_PATH and isinstance(body, dict) and body.get("stream") is True
+
+    def record(status: int, usage: dict[str, Any] | None) -> None:
+        state.record(
+            request_id=request_id,
+            path=path,
+            started_at=started_at,
+            body=body,
+            status=status,
+            usage=usage,
+            stream=stream,
+        )
+
+    fault = state.take_fault()
+    if fault is not None and fault.effective_status != 200:
+        # A failed request never reaches the cache: the error is decided before any work.
+        status = fault.effective_status
+        record(status, None)
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        return _error_response(status, request_id, fault.message, fault.error_type, fault.headers)
+    try:
+        if body is None:
+            raise invalid_request("There was an error parsing the body as JSON")
+        if path == COUNT_TOKENS_PATH:
+            _, prepared = validate_count_tokens(body)
+        else:
+            _, prepared = validate_messages(body)
+    except APIError as exc:
+        record(exc.status, None)
+        return _error_response(exc.status, request_id, exc.message, exc.error_type)
+
+    extra_headers = {**(fault.headers if fault else {}), "request-id": request_id}
+    if path == COUNT_TOKENS_PATH:
+        record(200, None)
+        return JSONResponse({"input_tokens": prepared.total_tokens}, headers=extra_headers)
+
+    result = state.apply_cache(prepared, started_at)
+    # A pre-warm (max_tokens 0) produces nothing, so it leaves the script queue alone.
+    scripted = state.pop_response() if body["max_tokens"] > 0 else None
+    reply = build_reply(body, scripted, state.next_tool_use_id)
+    usage = result.usage.to_api(reply.output_tokens)
+    message = {
+        "id": state.next_message_id(),
+        "type": "message",
+        "role": "assistant",
+        "model": body["model"],
+        "content": reply.content,
+        "stop_reason": reply.stop_reason,
+        "stop_sequence": reply.stop_sequence,
+        "usage": usage,
+    }
+    record(200, usage)
+    delay = fault.delay if fault else 0.0
+    if stream:
+        error_event = None
+        if fault is not None and fault.error_event is not None:
+            error_event = {
+                "type": "error",
+                "error": {"type": fault.error_event, "message": fault.message or "Overloaded"},
+            }
+        return SSEResponse(
+            message_events(message),
+            headers=extra_headers,
+            delay=delay,
+            cut_after=fault.cut_after_events if fault else None,
+            abort=fault is not None and fault.cut_mode == "abort",
+            error_event=error_event,
+        )
+    if delay:
+        await asyncio.sleep(delay)
+    return JSONResponse(message, headers=extra_headers)
+
+
+def create_app(state: EmulatorState | None = None) -> FastAPI:
+    """An Anthropic-compatible Messages API over `state` (a fresh one if None), reachable as
+    `app.state.emulator`. Any x-api-key is accepted."""
+    emulator = state if state is not None else EmulatorState()
+    app = FastAPI(
+        title="sessiongen Anthropic emulator", docs_url=None, redoc_url=None, openapi_url=None
+    )
+    app.state.emulator = emulator
+
+    @app.post(MESSAGES_PATH)
+    async def messages(request: Request) -> Response:
+        return await _handle(emulator, request, MESSAGES_PATH)
+
+    @app.post(COUNT_TOKENS_PATH)
+    async def count_tokens(request: Request) -> Response:
+        return await _handle(emulator, request, COUNT_TOKENS_PATH)
+
+    @app.get("/_emulator/requests")
+    async def requests() -> dict[str, Any]:
+        return {"requests": emulator.requests()}
+
+    @app.get("/_emulator/clock")
+    async def get_clock() -> dict[str, float]:
+        return {"now": emulator.clock.now()}
+
+    @app.post("/_emulator/clock")
+    async def set_clock(update: ClockUpdate) -> dict[str, float]:
+        if update.advance is not None:
+            return {"now": emulator.clock.advance(update.advance)}
+        assert update.now is not None
+        return {"now": emulator.clock.set(update.now)}
+
+    @app.post("/_emulator/script")
+    async def script(update: ScriptUpdate) -> dict[str, int]:
+        return {"queued": emulator.queue_responses(update.responses)}
+
+    @app.post("/_emulator/faults")
+    async def faults(fault: FaultSpec) -> dict[str, int]:
+        return {"pending": emulator.add_fault(fault)}
+
+    @app.post("/_emulator/config")
+    async def config(update: ConfigUpdate) -> dict[str, float]:
+        emulator.ttft = update.ttft
+        return {"ttft": emulator.ttft}
+
+    @app.get("/_emulator/cache")
+    async def cache() -> dict[str, Any]:
+        now = emulator.clock.now()
+        return {
+            "now": now,
+            "entries": [
+                {
+                    "model": e.model,
+                    "prefix_hash": e.prefix_hash,
+                    "tokens": e.tokens,
+                    "ttl": e.ttl,
+                    "written_at": e.written_at,
+                    "available_at": e.available_at,
+                    "expires_at": e.expires_at,
+                    "hits": e.hits,
+                    "alive": e.alive(now),
+                }
+                for e in emulator.cache.entries()
+            ],
+        }
+
+    @app.post("/_emulator/reset")
+    async def reset() -> dict[str, bool]:
+        emulator.reset()
+        return {"reset": True}
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        # Unknown paths and methods answer in the API's error shape too.
+        request_id = emulator.next_request_id()
+        return _error_response(exc.status_code, request_id, str(exc.detail))
+
+    return app

@@ -1,0 +1,77 @@
+"""Anthropic-shaped error responses: one error `type` and default message per HTTP status."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# AD:api/errors. 503 is not in Anthropic's table; it is answered as a generic api_error.
+ERROR_TYPES: Mapping[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+DEFAULT_MESSAGES: Mapping[int, str] = {
+    400: "Invalid request",
+    401: "invalid x-api-key",
+    402: "Your credit balance is too low to access the Anthropic API.",
+    403: "Your API key does not have permission to use the specified resource.",
+    404: "The requested resource could not be found.",
+    409: "Conflict",
+    413: "Request exceeds the maximum allowed number of bytes.",
+    429: "Number of request tokens has exceeded your per-minute rate limit",
+    500: "Internal server error",
+    504: "Request timeout",
+    529: "Overloaded",
+}
+
+# Headers the real API sends with some statuses. retry-after is in real seconds (the SDK
+# sleeps on it when retries are on), kept short so retrying clients stay fast.
+DEFAULT_HEADERS: Mapping[int, Mapping[str, str]] = {429: {"retry-after": "1"}}
+
+
+def error_type_for(status: int) -> str:
+    if status in ERROR_TYPES:
+        return ERROR_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def default_message_for(status: int) -> str:
+    return DEFAULT_MESSAGES.get(status, "Internal server error" if status >= 500 else "Error")
+
+
+def error_body(
+    status: int, message: str | None, request_id: str, error_type: str | None = None
+) -> dict[str, Any]:
+    """`{"type": "error", "error": {"type", "message"}, "request_id"}` as the API sends it."""
+    return {
+        "type": "error",
+        "error": {
+            "type": error_type or error_type_for(status),
+            "message": message or default_message_for(status),
+        },
+        "request_id": request_id,
+    }
+
+
+class APIError(Exception):
+    """A request the emulator answers with an error status (validation, unknown model)."""
+
+    def __init__(self, status: int, message: str, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.error_type = error_type or error_type_for(status)
+
+
+def invalid_request(message: str) -> APIError:
+    return APIError(400, message, "invalid_request_error")

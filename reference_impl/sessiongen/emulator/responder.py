@@ -1,0 +1,125 @@
+"""The deterministic responder: turns a request (and an optional scripted response) into
+content blocks, a stop reason and an output token count, within `max_tokens`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..tokens import BYTES_PER_TOKEN, count_text_tokens, count_tool_call_tokens
+from .state import ScriptedResponse
+
+ECHO_PREFIX = "Emulated reply to: "
+ECHO_CHARS = 80
+FALLBACK_TEXT = "Emulated reply."
+THINKING_SIGNATURE = "emulator-signature"
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: list[dict[str, Any]]
+    stop_reason: str
+    stop_sequence: str | None
+    output_tokens: int
+
+
+def _last_user_text(body: Mapping[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        parts: list[str] = []
+        for block in content or []:
+            if block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif block.get("type") == "tool_result" and isinstance(block.get("content"), str):
+                parts.append(block["content"])
+        return " ".join(parts)
+    return ""
+
+
+def default_text(body: Mapping[str, Any]) -> str:
+    """The unscripted reply: an echo of the last user text, whitespace collapsed, cut to
+    `ECHO_CHARS` characters."""
+    snippet = " ".join(_last_user_text(body).split())[:ECHO_CHARS]
+    return ECHO_PREFIX + snippet if snippet else FALLBACK_TEXT
+
+
+def fit(text: str, budget: int) -> str:
+    """The longest prefix of `text` that costs at most `budget` tokens."""
+    if count_text_tokens(text) <= budget:
+        return text
+    return text.encode("utf-8")[: budget * BYTES_PER_TOKEN].decode("utf-8", errors="ignore")
+
+
+def _stop_at_sequence(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
+    """Cut `text` before the earliest stop sequence it contains."""
+    found = [(text.find(s), s) for s in stops if s and s in text]
+    if not found:
+        return text, None
+    index, sequence = min(found)
+    return text[:index], sequence
+
+
+def build_reply(
+    body: Mapping[str, Any],
+    scripted: ScriptedResponse | None,
+    new_tool_use_id: Callable[[], str],
+) -> Reply:
+    """Content = thinking, text, tool_use blocks, in that order, cut at `max_tokens`.
+
+    `max_tokens: 0` is a pre-warm: no content, stop_reason max_tokens, 0 output tokens (and
+    no scripted response is consumed by the caller for it).
+    """
+    budget: int = body["max_tokens"]
+    if budget == 0:
+        return Reply([], "max_tokens", None, 0)
+    script = scripted or ScriptedResponse(text=default_text(body))
+    content: list[dict[str, Any]] = []
+    used = 0
+    truncated = False
+    stop_sequence: str | None = None
+
+    if script.thinking is not None:
+        thinking = fit(script.thinking, budget)
+        truncated = thinking != script.thinking
+        content.append({"type": "thinking", "thinking": thinking, "signature": THINKING_SIGNATURE})
+        used += count_text_tokens(thinking)
+    if not truncated and script.text:
+        text, stop_sequence = _stop_at_sequence(script.text, body.get("stop_sequences") or [])
+        fitted = fit(text, budget - used)
+        if fitted != text:
+            truncated, stop_sequence = True, None
+        if fitted:
+            content.append({"type": "text", "text": fitted})
+            used += count_text_tokens(fitted)
+    if not truncated and stop_sequence is None:
+        for call in script.tool_calls:
+            cost = count_tool_call_tokens(call.name, call.input)
+            if used + cost > budget:
+                truncated = True
+                break
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": call.id or new_tool_use_id(),
+                    "name": call.name,
+                    "input": call.input,
+                }
+            )
+            used += cost
+
+    if truncated:
+        stop_reason = "max_tokens"
+    elif stop_sequence is not None:
+        stop_reason = "stop_sequence"
+    elif script.stop_reason is not None:
+        stop_reason = script.stop_reason
+    else:
+        has_tools = any(block["type"] == "tool_use" for block in content)
+        stop_reason = "tool_use" if has_tools else "end_turn"
+    output_tokens = script.output_tokens if script.output_tokens is not None else used
+    return Reply(content, stop_reason, stop_sequence, output_tokens)

@@ -1,0 +1,226 @@
+"""Request validation of the Messages endpoints: the 400/404 answers the real API gives,
+checked before the cache is touched."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
+from ..cache.catalog import UnknownModel, get_model
+from .errors import APIError, invalid_request
+
+PREFILL_MESSAGE = (
+    "This model does not support assistant message prefill. "
+    "The conversation must end with a user message."
+)
+_TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
+_THINKING_TYPES = ("enabled", "disabled", "adaptive")
+MIN_THINKING_BUDGET = 1024
+
+
+def _require(body: Mapping[str, Any], field: str) -> Any:
+    if field not in body:
+        raise invalid_request(f"{field}: Field required")
+    return body[field]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _blocks(content: Any, path: str) -> list[Mapping[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise invalid_request(f"{path}: Input should be a valid list")
+    for j, block in enumerate(content):
+        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+            raise invalid_request(f"{path}.{j}.type: Field required")
+    return list(content)
+
+
+def _check_shape(body: Mapping[str, Any], *, needs_max_tokens: bool) -> None:
+    model = _require(body, "model")
+    if not isinstance(model, str):
+        raise invalid_request("model: Input should be a valid string")
+    if needs_max_tokens:
+        max_tokens = _require(body, "max_tokens")
+        if not _is_int(max_tokens):
+            raise invalid_request("max_tokens: Input should be a valid integer")
+        if max_tokens < 0:
+            raise invalid_request("max_tokens: Input should be greater than or equal to 0")
+    messages = _require(body, "messages")
+    if not isinstance(messages, list):
+        raise invalid_request("messages: Input should be a valid list")
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise invalid_request(f"messages.{i}: Input should be a valid dictionary")
+        if message.get("role") not in ("user", "assistant"):
+            raise invalid_request(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        if "content" not in message:
+            raise invalid_request(f"messages.{i}.content: Field required")
+        _blocks(message["content"], f"messages.{i}.content")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise invalid_request("stream: Input should be a valid boolean")
+    system = body.get("system")
+    if system is not None and not isinstance(system, str):
+        for j, block in enumerate(_blocks(system, "system")):
+            if block.get("type") != "text":
+                raise invalid_request(f"system.{j}.type: Input should be 'text'")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise invalid_request("tools: Input should be a valid list")
+        for k, tool in enumerate(tools):
+            if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+                raise invalid_request(f"tools.{k}.name: Field required")
+            if tool.get("type") in (None, "custom") and not isinstance(
+                tool.get("input_schema"), Mapping
+            ):
+                raise invalid_request(f"tools.{k}.custom.input_schema: Field required")
+    choice = body.get("tool_choice")
+    if choice is not None:
+        if not isinstance(choice, Mapping) or choice.get("type") not in _TOOL_CHOICE_TYPES:
+            raise invalid_request(
+                "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'"
+            )
+        if choice["type"] == "tool" and not isinstance(choice.get("name"), str):
+            raise invalid_request("tool_choice.tool.name: Field required")
+    thinking = body.get("thinking")
+    if thinking is not None:
+        if not isinstance(thinking, Mapping) or thinking.get("type") not in _THINKING_TYPES:
+            raise invalid_request(
+                "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'"
+            )
+        if thinking["type"] == "enabled":
+            budget = thinking.get("budget_tokens")
+            if not isinstance(budget, int) or isinstance(budget, bool):
+                raise invalid_request("thinking.enabled.budget_tokens: Field required")
+            if budget < MIN_THINKING_BUDGET:
+                raise invalid_request(
+                    "thinking.enabled.budget_tokens: Input should be greater than or equal "
+                    f"to {MIN_THINKING_BUDGET}"
+                )
+
+
+def _model(body: Mapping[str, Any]) -> ModelInfo:
+    try:
+        return get_model(str(body["model"]))
+    except UnknownModel:
+        raise APIError(404, f"model: {body['model']}", "not_found_error") from None
+
+
+def _tool_use_ids(message: Mapping[str, Any] | None) -> list[str]:
+    if message is None or message.get("role") != "assistant":
+        return []
+    return [
+        str(b.get("id"))
+        for b in _blocks(message["content"], "content")
+        if b.get("type") == "tool_use"
+    ]
+
+
+def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Every assistant tool_use needs a tool_result in the next (user) message, and every
+    tool_result needs a tool_use in the previous message (AD:…/troubleshooting-tool-use;
+    messages verbatim from API answers quoted in public issues)."""
+    for i, message in enumerate(messages):
+        if message["role"] == "user":
+            previous = messages[i - 1] if i > 0 else None
+            known = set(_tool_use_ids(previous))
+            for j, block in enumerate(_blocks(message["content"], "content")):
+                if block.get("type") == "tool_result" and block.get("tool_use_id") not in known:
+                    raise invalid_request(
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result` "
+                        "block must have a corresponding `tool_use` block in the previous "
+                        "message."
+                    )
+            continue
+        ids = _tool_use_ids(message)
+        if not ids:
+            continue
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        answered: set[str] = set()
+        if following is not None and following["role"] == "user":
+            answered = {
+                str(b.get("tool_use_id"))
+                for b in _blocks(following["content"], "content")
+                if b.get("type") == "tool_result"
+            }
+        missing = [x for x in ids if x not in answered]
+        if missing:
+            raise invalid_request(
+                f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+                f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+                "corresponding `tool_result` block in the next message."
+            )
+
+
+def _prepare(body: Mapping[str, Any], info: ModelInfo) -> PreparedRequest:
+    try:
+        prepared = flatten_request(body)
+    except CacheControlError as exc:
+        raise invalid_request(str(exc)) from None
+    if prepared.total_tokens > info.context_window:
+        raise invalid_request(
+            f"prompt is too long: {prepared.total_tokens} tokens > {info.context_window} maximum"
+        )
+    return prepared
+
+
+def validate_messages(body: Any) -> tuple[ModelInfo, PreparedRequest]:
+    """Check a `/v1/messages` body; returns the model facts and the flattened request, or
+    raises `APIError` (400 invalid_request_error, 404 not_found_error for an unknown model)."""
+    if not isinstance(body, Mapping):
+        raise invalid_request("Input should be a valid dictionary")
+    _check_shape(body, needs_max_tokens=True)
+    info = _model(body)
+    max_tokens: int = body["max_tokens"]
+    if max_tokens > info.max_output_tokens:
+        raise invalid_request(
+            f"max_tokens: {max_tokens} > {info.max_output_tokens}, which is the maximum allowed "
+            f"number of output tokens for {info.id}"
+        )
+    choice_type = (body.get("tool_choice") or {}).get("type")
+    thinking_type = (body.get("thinking") or {}).get("type")
+    if max_tokens == 0:
+        # AD:…/prompt-caching#pre-warming-the-cache, "Limitations" (messages UNCONFIRMED).
+        if body.get("stream") is True:
+            raise invalid_request("max_tokens: 0 cannot be combined with `stream: true`")
+        if thinking_type == "enabled":
+            raise invalid_request("max_tokens: 0 cannot be combined with extended thinking")
+        if choice_type in ("any", "tool"):
+            raise invalid_request(
+                f"max_tokens: 0 cannot be combined with tool_choice type '{choice_type}'"
+            )
+        if (body.get("output_config") or {}).get("format") is not None:
+            raise invalid_request("max_tokens: 0 cannot be combined with `output_config.format`")
+    if thinking_type == "enabled":
+        if choice_type in ("any", "tool"):
+            raise invalid_request("Thinking may not be enabled when tool_choice forces tool use.")
+        if max_tokens and body["thinking"]["budget_tokens"] >= max_tokens:
+            raise invalid_request("`max_tokens` must be greater than `thinking.budget_tokens`.")
+    if choice_type in ("any", "tool") and not body.get("tools"):
+        raise invalid_request(
+            f"tool_choice.{choice_type} may only be specified while providing tools"
+        )
+    messages: list[Mapping[str, Any]] = body["messages"]
+    if not messages:
+        raise invalid_request("messages: at least one message is required")
+    if messages[-1]["role"] == "assistant" and not info.prefill_allowed:
+        raise invalid_request(PREFILL_MESSAGE)
+    check_tool_pairing(messages)
+    return info, _prepare(body, info)
+
+
+def validate_count_tokens(body: Any) -> tuple[ModelInfo, PreparedRequest]:
+    """Check a `/v1/messages/count_tokens` body (no max_tokens, no pairing of a trailing
+    assistant turn beyond the message rules)."""
+    if not isinstance(body, Mapping):
+        raise invalid_request("Input should be a valid dictionary")
+    _check_shape(body, needs_max_tokens=False)
+    info = _model(body)
+    check_tool_pairing(body["messages"])
+    return info, _prepare(body, info)

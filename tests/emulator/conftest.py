@@ -1,0 +1,116 @@
+"""Fixtures of the emulator conformance suite: the official SDK against the emulator, over an
+in-process ASGI transport and over a real loopback socket (one uvicorn server per session)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+from sessiongen.emulator import BackgroundServer, EmulatorState, create_app
+
+ASGI_URL = "http://emulator"
+MODEL = "claude-sonnet-4-6"  # minimum cacheable prompt 1,024 tokens; rejects prefill
+PREFILL_MODEL = "claude-opus-4-1"  # minimum 1,024; accepts prefill; not deprecated in the SDK
+
+
+def filler(tokens: int, tag: str) -> str:
+    """An ASCII text of exactly `tokens` tokens (4 bytes each), unique by `tag`."""
+    text = f"{tag}|"
+    assert len(text) <= tokens * 4, tag
+    return text + "x" * (tokens * 4 - len(text))
+
+
+def text_block(tokens: int, tag: str, ttl: str | None = None) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": filler(tokens, tag)}
+    if ttl is not None:
+        block["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+    return block
+
+
+def user(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "user", "content": list(blocks)}
+
+
+def usage_tuple(usage: Any) -> tuple[int, int, int, int]:
+    """(read, 1h write, 5m write, uncached input) of an SDK usage object."""
+    creation = usage.cache_creation
+    return (
+        usage.cache_read_input_tokens,
+        creation.ephemeral_1h_input_tokens,
+        creation.ephemeral_5m_input_tokens,
+        usage.input_tokens,
+    )
+
+
+@dataclass
+class Emu:
+    """The SDK client under test plus the emulator's admin API (over the same transport)."""
+
+    client: anthropic.AsyncAnthropic
+    admin: httpx2.AsyncClient
+    state: EmulatorState
+    transport: str
+
+    async def advance(self, seconds: float) -> float:
+        response = await self.admin.post("/_emulator/clock", json={"advance": seconds})
+        response.raise_for_status()
+        now: float = response.json()["now"]
+        return now
+
+    async def set_time(self, seconds: float) -> float:
+        response = await self.admin.post("/_emulator/clock", json={"now": seconds})
+        response.raise_for_status()
+        now: float = response.json()["now"]
+        return now
+
+    async def script(self, *responses: dict[str, Any]) -> None:
+        response = await self.admin.post("/_emulator/script", json={"responses": list(responses)})
+        response.raise_for_status()
+
+    async def fault(self, **spec: Any) -> None:
+        response = await self.admin.post("/_emulator/faults", json=spec)
+        response.raise_for_status()
+
+    async def requests(self) -> list[dict[str, Any]]:
+        response = await self.admin.get("/_emulator/requests")
+        response.raise_for_status()
+        logged: list[dict[str, Any]] = response.json()["requests"]
+        return logged
+
+    async def create(self, **params: Any) -> anthropic.types.Message:
+        params.setdefault("model", MODEL)
+        params.setdefault("max_tokens", 64)
+        message: anthropic.types.Message = await self.client.messages.create(**params)
+        return message
+
+
+@pytest.fixture(scope="session")
+def loopback_server() -> Iterator[BackgroundServer]:
+    with BackgroundServer() as server:
+        yield server
+
+
+@pytest.fixture(params=["asgi", "loopback"])
+async def emu(request: pytest.FixtureRequest) -> AsyncIterator[Emu]:
+    if request.param == "asgi":
+        state = EmulatorState()
+        app = create_app(state)
+        base_url = ASGI_URL
+        sdk_http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=base_url)
+        admin = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=base_url)
+    else:
+        server: BackgroundServer = request.getfixturevalue("loopback_server")
+        state = server.state
+        base_url = server.url
+        sdk_http = httpx2.AsyncClient(base_url=base_url)
+        admin = httpx2.AsyncClient(base_url=base_url)
+    client = anthropic.AsyncAnthropic(
+        api_key="test", base_url=base_url, http_client=sdk_http, max_retries=0
+    )
+    async with client, admin:
+        (await admin.post("/_emulator/reset")).raise_for_status()
+        yield Emu(client, admin, state, request.param)

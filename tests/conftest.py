@@ -32,7 +32,7 @@ def workspace(tmp_path: Path) -> Path:
 def agent() -> Agent:
     return Agent(
         name="build",
-        model=ModelRef(id="claude-sonnet-4-5"),
+        model=ModelRef(id="claude-sonnet-4-6"),
         system="You are a careful coding agent working in a repository.",
         tools=TOOLS,
         steps=4,

@@ -13,13 +13,12 @@ from sessiongen import (
     ProviderStreamInterrupted,
     SessionNotFound,
 )
-from sessiongen.demo import DEMO_AGENT
+from sessiongen.lab import EmulatorLab
 from sessiongen.model import InputAdmitted, InputPromoted
+from sessiongen.sample import SAMPLE_AGENT
 
-from .conftest import Emulated
 
-
-async def test_unknown_session(emulated: Emulated) -> None:
+async def test_unknown_session(emulated: EmulatorLab) -> None:
     """SG-FAIL-1: session not found, no provider call."""
     with pytest.raises(SessionNotFound):
         await emulated.engine.generate("ses_nope", "hi")
@@ -30,7 +29,7 @@ async def test_unknown_session(emulated: Emulated) -> None:
     ("prompt", "error"),
     [("", EmptyPrompt), (" \n\t", EmptyPrompt), ("x" * 200_001, PromptTooLarge)],
 )
-async def test_bad_prompt(emulated: Emulated, prompt: str, error: type[Exception]) -> None:
+async def test_bad_prompt(emulated: EmulatorLab, prompt: str, error: type[Exception]) -> None:
     """SG-FAIL-2: empty or oversized prompts are rejected before any read or call."""
     session = emulated.engine.create_session("forge", workspace=emulated.workspace)
     before = emulated.engine.store.dump()
@@ -39,9 +38,9 @@ async def test_bad_prompt(emulated: Emulated, prompt: str, error: type[Exception
     assert await emulated.requests() == [] and emulated.engine.store.dump() == before
 
 
-async def test_context_overflow_detected_before_the_call(emulated: Emulated) -> None:
+async def test_context_overflow_detected_before_the_call(emulated: EmulatorLab) -> None:
     """SG-FAIL-3: a snapshot that cannot fit the window fails before the call; no compaction."""
-    tiny = DEMO_AGENT.model_copy(
+    tiny = SAMPLE_AGENT.model_copy(
         update={"model": ModelRef(id="claude-sonnet-4-6", context_window=1000)}
     )
     engine = emulated.rebuild(agents=[tiny])
@@ -57,10 +56,10 @@ async def test_context_overflow_detected_before_the_call(emulated: Emulated) -> 
     assert await emulated.requests() == [] and engine.store.dump() == before
 
 
-async def test_context_overflow_mapped_from_the_provider(emulated: Emulated) -> None:
+async def test_context_overflow_mapped_from_the_provider(emulated: EmulatorLab) -> None:
     """SG-FAIL-4: the provider's "prompt is too long" is a ContextOverflow carrying the
     status and request id; no compaction, store unchanged."""
-    roomy = DEMO_AGENT.model_copy(
+    roomy = SAMPLE_AGENT.model_copy(
         update={"model": ModelRef(id="claude-sonnet-4-6", context_window=10_000_000)}
     )
     engine = emulated.rebuild(agents=[roomy])
@@ -87,7 +86,7 @@ async def test_context_overflow_mapped_from_the_provider(emulated: Emulated) -> 
     assert engine.store.dump() == before
 
 
-async def test_instructions_blocked_before_any_call(emulated: Emulated) -> None:
+async def test_instructions_blocked_before_any_call(emulated: EmulatorLab) -> None:
     """SG-FAIL-5: no committed baseline and an unreadable source: raised before the call."""
     (emulated.workspace / "AGENTS.md").write_bytes(b"\xff\xfe")
     session = emulated.engine.create_session("forge", workspace=emulated.workspace)
@@ -97,7 +96,7 @@ async def test_instructions_blocked_before_any_call(emulated: Emulated) -> None:
     assert await emulated.requests() == [] and emulated.engine.store.dump() == before
 
 
-async def test_cut_stream_is_typed_and_changes_nothing(emulated: Emulated) -> None:
+async def test_cut_stream_is_typed_and_changes_nothing(emulated: EmulatorLab) -> None:
     """SG-FAIL-6: a stream cut mid-way is ProviderStreamInterrupted; one request logged."""
     session = emulated.engine.create_session("forge", workspace=emulated.workspace)
     await emulated.fault(status=200, count=1, cut_after_events=3)

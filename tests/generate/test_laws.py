@@ -21,6 +21,7 @@ from sessiongen import (
     ProviderServerError,
     RequestInfo,
 )
+from sessiongen.lab import EmulatorLab
 from sessiongen.llm.anthropic import AnthropicLLMClient, lower_request
 from sessiongen.llm.client import LLMClient
 from sessiongen.llm.types import StreamEvent, SystemPart
@@ -28,12 +29,10 @@ from sessiongen.model import StepStarted, TextPart, UserMessage
 from sessiongen.parity import WireRequest, diff
 from sessiongen.tools import BUILTIN_TOOLS, Tool, ToolRegistry
 
-from .conftest import Emulated
-
 PROMPT = "Which functions lack type hints?"
 
 
-async def _session_after_one_turn(emulated: Emulated) -> str:
+async def _session_after_one_turn(emulated: EmulatorLab) -> str:
     session = emulated.engine.create_session("forge", workspace=emulated.workspace)
     await emulated.script(
         {
@@ -46,7 +45,7 @@ async def _session_after_one_turn(emulated: Emulated) -> str:
     return session.id
 
 
-async def test_law1_request_equivalence(emulated: Emulated) -> None:
+async def test_law1_request_equivalence(emulated: EmulatorLab) -> None:
     """SG-PARITY-1: for one snapshot, generate's wire request equals the durable Step's
     wire request for the same prompt, byte for byte (default policy A)."""
     sid = await _session_after_one_turn(emulated)
@@ -60,7 +59,7 @@ async def test_law1_request_equivalence(emulated: Emulated) -> None:
 
 
 async def test_law1_parity_diff_has_no_violations_for_a_different_prompt(
-    emulated: Emulated,
+    emulated: EmulatorLab,
 ) -> None:
     """SG-PARITY-2: with another prompt, the only differences are the transient message."""
     sid = await _session_after_one_turn(emulated)
@@ -78,7 +77,7 @@ async def test_law1_parity_diff_has_no_violations_for_a_different_prompt(
     }
 
 
-async def test_law2_transcript_immutability(emulated: Emulated) -> None:
+async def test_law2_transcript_immutability(emulated: EmulatorLab) -> None:
     """SG-INV-1: messages and pending inputs are unchanged; pending inputs and an open
     tool call never reach the transient request."""
     sid = await _session_after_one_turn(emulated)
@@ -98,7 +97,7 @@ async def test_law2_transcript_immutability(emulated: Emulated) -> None:
     assert result.revision == emulated.engine.store.read(sid).session.revision
 
 
-async def test_law3_instruction_immutability(emulated: Emulated) -> None:
+async def test_law3_instruction_immutability(emulated: EmulatorLab) -> None:
     """SG-INV-2: a changed instruction source reaches the transient request as an update,
     in memory only: no instruction event, no commit."""
     sid = await _session_after_one_turn(emulated)
@@ -116,7 +115,7 @@ async def test_law3_instruction_immutability(emulated: Emulated) -> None:
     [(429, ProviderRateLimited), (529, ProviderOverloaded), (500, ProviderServerError)],
 )
 async def test_law4_single_attempt_under_faults(
-    emulated: Emulated, status: int, error: type[ProviderError]
+    emulated: EmulatorLab, status: int, error: type[ProviderError]
 ) -> None:
     """SG-INV-3: one call is one logged provider request, also when it fails; the typed
     error carries the provider's status and request id; the store is unchanged."""
@@ -134,7 +133,7 @@ async def test_law4_single_attempt_under_faults(
     assert engine.store.dump() == before
 
 
-async def test_law4_single_attempt_on_success(emulated: Emulated) -> None:
+async def test_law4_single_attempt_on_success(emulated: EmulatorLab) -> None:
     """SG-INV-3: exactly one provider request and no continuation after tool calls."""
     sid = await _session_after_one_turn(emulated)
     before_log = len(await emulated.requests())
@@ -158,7 +157,7 @@ class CountingTool:
         return Tool(self.inner.name, self.inner.description, self.inner.args, run)
 
 
-async def test_law5_no_tool_execution(emulated: Emulated) -> None:
+async def test_law5_no_tool_execution(emulated: EmulatorLab) -> None:
     """SG-TOOLS-1: tool calls come back in the result and are never executed."""
     counting = CountingTool(BUILTIN_TOOLS["list_files"])
     tools = ToolRegistry([counting.as_tool(), BUILTIN_TOOLS["read_file"], BUILTIN_TOOLS["grep"]])
@@ -175,7 +174,7 @@ async def test_law5_no_tool_execution(emulated: Emulated) -> None:
     assert engine.store.dump() == before
 
 
-async def test_law6_cache_identity(emulated: Emulated) -> None:
+async def test_law6_cache_identity(emulated: EmulatorLab) -> None:
     """SG-CACHE-1: same prompt-cache key and headers as the Step; a generate right after a
     durable turn reads from cache every prefix token that the turn wrote."""
     sid = await _session_after_one_turn(emulated)
@@ -191,7 +190,7 @@ async def test_law6_cache_identity(emulated: Emulated) -> None:
     assert result.usage.cache_read_tokens == written_prefix
 
 
-async def test_law7_hook_parity(emulated: Emulated) -> None:
+async def test_law7_hook_parity(emulated: EmulatorLab) -> None:
     """SG-HOOK-1: request hooks see the transient request through the same seam, are told
     the operation and the caller's tag, and their edits reach the wire."""
     seen: list[RequestInfo] = []
@@ -213,7 +212,7 @@ async def test_law7_hook_parity(emulated: Emulated) -> None:
     assert logged[-2]["body"]["system"] == logged[-1]["body"]["system"]
 
 
-async def test_law8_empty_success(emulated: Emulated) -> None:
+async def test_law8_empty_success(emulated: EmulatorLab) -> None:
     """SG-RESULT-1: a response with no text is a success with text ""."""
     sid = await _session_after_one_turn(emulated)
     await emulated.script({"text": ""})
@@ -240,7 +239,7 @@ class GatedLLM:
         return await self.inner.generate(request)
 
 
-async def test_law9_snapshot_isolation(emulated: Emulated) -> None:
+async def test_law9_snapshot_isolation(emulated: EmulatorLab) -> None:
     """SG-SNAP-1: a Drain advancing while generate is in flight does not change the
     prepared request; the result reports the snapshot's revision."""
     gated = GatedLLM(emulated.llm)
@@ -261,7 +260,7 @@ async def test_law9_snapshot_isolation(emulated: Emulated) -> None:
     assert result.revision == revision
 
 
-async def test_law10_no_accounting_mutation(emulated: Emulated) -> None:
+async def test_law10_no_accounting_mutation(emulated: EmulatorLab) -> None:
     """SG-INV-4: transient usage is returned, never added to the Session's totals."""
     sid = await _session_after_one_turn(emulated)
     totals = emulated.engine.store.read(sid).usage

@@ -69,9 +69,13 @@ class ScriptedLLMClient:
             count_text_tokens(str(c.input)) for c in reply.tool_calls
         )
         events.append(
-            UsageEvent(usage=Usage(input_tokens=count_request_tokens(request), output_tokens=output))
+            UsageEvent(
+                usage=Usage(input_tokens=count_request_tokens(request), output_tokens=output)
+            )
         )
-        reason: FinishReason = reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn")
+        reason: FinishReason = reply.finish_reason or (
+            "tool_use" if reply.tool_calls else "end_turn"
+        )
         events.append(FinishEvent(reason=reason, model=request.model))
         for index, event in enumerate(events):
             if reply.cut_after_events is not None and index >= reply.cut_after_events:

@@ -329,6 +329,7 @@ class Seen:
     url: str
     headers: dict[str, str]
     body: dict[str, Any]
+    timeout: Any
 
 
 @dataclass(frozen=True)
@@ -609,7 +610,8 @@ class _CutStream1(httpx.AsyncByteStream):
 
 
 def _seen(request: httpx.Request | httpx2.Request) -> Seen:
-    return Seen(str(request.url), dict(request.headers), json.loads(request.content))
+    timeout = request.extensions.get("timeout")
+    return Seen(str(request.url), dict(request.headers), json.loads(request.content), timeout)
 
 
 def mock_http(
@@ -777,6 +779,15 @@ async def test_bridged_and_native_clients_send_the_same_request(flavor: Flavor) 
     assert seen[0].body == {**lower_request(request), "stream": True}
     assert seen[0].headers["x-session-id"] == "ses_2"
     assert seen[0].headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_the_sdk_timeout_reaches_the_transport(flavor: Flavor) -> None:
+    async with mocked(text_reply, flavor) as (llm, seen):
+        await llm.generate(req())
+    # The SDK's own default (10 min, 5 s connect), not the httpx client's 5 s everywhere.
+    assert seen[0].timeout == anthropic.DEFAULT_TIMEOUT.as_dict()
+    assert seen[0].timeout["read"] == 600
 
 
 async def test_consumer_may_stop_at_finish_without_leaking() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -165,6 +166,7 @@ _ERROR_TYPE_STATUS = {
 }
 
 
+@dataclass
 class _Call:
     """What is known about the call in flight, for errors raised after the response began."""
 
@@ -401,6 +403,10 @@ class _HttpxBridge(httpx2.AsyncBaseTransport):
             headers=request.headers.multi_items(),
             content=await request.aread(),
         )
+        # The SDK's timeout (600 s by default) rides on the request; without it the httpx
+        # client's own default (5 s) would cut long generations.
+        if "timeout" in request.extensions:
+            outbound.extensions["timeout"] = request.extensions["timeout"]
         try:
             response = await self._client.send(outbound, stream=True)
         except httpx.HTTPError as err:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from .cache.model import MAX_BREAKPOINTS
 from .llm.types import CacheMark, CacheTTL, LLMMessage, LLMRequest
-
-MAX_BREAKPOINTS = 4
 
 
 class CachePolicy(Protocol):

@@ -503,8 +503,38 @@ class AnthropicLLMClient:
 
     async def generate(self, request: LLMRequest) -> LLMResponse:
         # One attempt only: session.generate promises a single provider call.
+        if request.max_output_tokens == 0:
+            # Pre-warming: the API rejects max_tokens 0 on a stream, so ask without one.
+            return await self._complete(self._single_attempt, request)
         async with aclosing(self._events(self._single_attempt, request)) as events:
             return await collect(events)
+
+    async def _complete(self, client: AsyncAnthropic, request: LLMRequest) -> LLMResponse:
+        """One non-streaming call, for requests the API refuses to stream."""
+        body = lower_request(request)
+        call = _Call()
+        with _provider_errors(call):
+            message = await client.messages.create(
+                model=body.pop("model"),
+                max_tokens=body.pop("max_tokens"),
+                messages=body.pop("messages"),
+                extra_body=body or None,
+                extra_headers=request.headers or None,
+            )
+        text = "".join(b.text for b in message.content if b.type == "text")
+        calls = tuple(
+            ToolCall(id=b.id, name=b.name, input=dict(b.input))
+            for b in message.content
+            if b.type == "tool_use"
+        )
+        return LLMResponse(
+            text=text,
+            tool_calls=calls,
+            usage=_merge_usage(Usage(), message.usage),
+            finish_reason=_FINISH_REASONS.get(message.stop_reason or "", "other"),
+            model=message.model,
+            response_id=message.id,
+        )
 
     async def aclose(self) -> None:
         if self._owns_client:

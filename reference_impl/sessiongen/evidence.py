@@ -1,0 +1,177 @@
+"""The measurements behind the contract's decisions, shared by notebooks and tests.
+
+Each function runs a fixed scenario in a fresh lab (emulator, virtual clock, scripted
+responses) and returns plain rows, so a notebook shows them and a test asserts on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cache.pricing import cost
+from .generate import ToolsPolicy
+from .lab import EmulatorLab, LoggedUsage, emulator_lab
+from .model import TextPart, UserMessage
+from .parity import WireRequest, diff
+from .sample import SAMPLE_AGENT
+
+FIRST_TURN_SCRIPT: tuple[dict[str, Any], ...] = (
+    {
+        "text": "Let me read it.",
+        "tool_calls": [
+            {"name": "read_file", "input": {"path": "src/app.py"}},
+            {"name": "grep", "input": {"pattern": "TODO"}},
+        ],
+    },
+    {"text": "src/app.py defines add() and mean(); src/util.py has a TODO."},
+)
+RECAP_PROMPT = "Recap this session in one sentence."
+NEXT_PROMPT = "Does mean() handle an empty list?"
+
+
+async def first_turn(lab: EmulatorLab) -> str:
+    """One durable turn with two tool calls; returns the session id."""
+    session = lab.engine.create_session(SAMPLE_AGENT.name, workspace=lab.workspace)
+    await lab.script(*FIRST_TURN_SCRIPT)
+    await lab.engine.run(session.id, "What is in src/app.py, and is anything left to do?")
+    return session.id
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    """What one tools policy costs and breaks, for a generate right after a durable turn."""
+
+    policy: str
+    tools_on_wire: int
+    tool_choice: str
+    prefix_written: int
+    read: int
+    written: int
+    uncached: int
+    parity_violations: int
+    tools_executed: int
+    cost_usd: float
+
+    @property
+    def prefix_hit(self) -> float:
+        return self.read / self.prefix_written if self.prefix_written else 0.0
+
+
+LATER_TURN = "Explain, in two paragraphs, what you would test next and why."
+LATER_ANSWER = (
+    "I would test mean() on an empty list, on one element and on floats, because division "
+    "by len(xs) fails on an empty list and rounding matters for floats. "
+) * 6
+
+
+async def measure_tools_policy(
+    workspace: Path, policy: ToolsPolicy, *, later_turns: int = 0
+) -> PolicyRow:
+    """A turn with tool calls and `later_turns` plain turns, then one generate."""
+    async with emulator_lab(workspace) as lab:
+        sid = await first_turn(lab)
+        for _ in range(later_turns):
+            await lab.script({"text": LATER_ANSWER})
+            await lab.engine.run(sid, LATER_TURN)
+        turn = await lab.last_usage()
+        written_by_turn = turn.read + turn.write_5m + turn.write_1h
+        snapshot = lab.engine.select(sid)
+        step = lab.engine.preparation.prepare(
+            snapshot,
+            operation="step",
+            step=1,
+            transient=(UserMessage(id="next", parts=(TextPart(text=RECAP_PROMPT),)),),
+        )
+        # The model answers the recap with a tool call, so D has something to execute.
+        await lab.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
+        result = await lab.engine.generate(sid, RECAP_PROMPT, tools_policy=policy)
+        logged = (await lab.requests())[-1]
+        body = logged["body"]
+        wire_step = WireRequest.of(step)
+        wire_generate = WireRequest(
+            {k: v for k, v in body.items() if k != "stream"},
+            wire_step.headers,
+            wire_step.prompt_cache_key,
+        )
+        usage = LoggedUsage.of(logged)
+        return PolicyRow(
+            policy=policy.value,
+            tools_on_wire=len(body.get("tools", [])),
+            tool_choice=str(body.get("tool_choice", {}).get("type", "auto (omitted)")),
+            prefix_written=written_by_turn,
+            read=usage.read,
+            written=usage.write_5m + usage.write_1h,
+            uncached=usage.uncached,
+            parity_violations=len(diff(wire_step, wire_generate).violations),
+            tools_executed=len(result.tool_results),
+            cost_usd=cost(logged["usage"], body["model"]),
+        )
+
+
+async def measure_tools_policies(root: Path, *, later_turns: int = 0) -> list[PolicyRow]:
+    return [
+        await measure_tools_policy(root / p.value, p, later_turns=later_turns) for p in ToolsPolicy
+    ]
+
+
+@dataclass(frozen=True)
+class WarmingRow:
+    """One keep-alive ping placement, and what the next real turn then paid."""
+
+    placement: str
+    ping_read: int
+    ping_written: int
+    ping_output: int
+    ping_cost_usd: float
+    next_read: int
+    next_written: int
+    next_cost_usd: float
+
+    @property
+    def total_cost_usd(self) -> float:
+        return self.ping_cost_usd + self.next_cost_usd
+
+
+PLACEMENTS = ("no ping", "ping: breakpoint on prompt", "ping: warming shape")
+
+
+async def measure_warming(
+    workspace: Path, placement: str, *, ping_at: float = 240.0, next_at: float = 420.0
+) -> WarmingRow:
+    """A turn at t=0, an optional ping at `ping_at`, the next turn at `next_at` (seconds)."""
+    async with emulator_lab(workspace) as lab:
+        sid = await first_turn(lab)
+        ping = LoggedUsage(0, 0, 0, 0, 0)
+        ping_cost = 0.0
+        if placement != "no ping":
+            await lab.advance(ping_at)
+            await lab.engine.generate(
+                sid,
+                "This is a keep-alive request. Reply with exactly: OK",
+                warming=placement == "ping: warming shape",
+            )
+            logged = (await lab.requests())[-1]
+            ping, ping_cost = LoggedUsage.of(logged), cost(logged["usage"], logged["body"]["model"])
+            await lab.advance(next_at - ping_at)
+        else:
+            await lab.advance(next_at)
+        await lab.script({"text": "No: mean([]) divides by zero."})
+        await lab.engine.run(sid, NEXT_PROMPT)
+        logged = (await lab.requests())[-1]
+        nxt = LoggedUsage.of(logged)
+        return WarmingRow(
+            placement=placement,
+            ping_read=ping.read,
+            ping_written=ping.write_5m + ping.write_1h,
+            ping_output=ping.output,
+            ping_cost_usd=ping_cost,
+            next_read=nxt.read,
+            next_written=nxt.write_5m + nxt.write_1h,
+            next_cost_usd=cost(logged["usage"], logged["body"]["model"]),
+        )
+
+
+async def measure_warming_placements(root: Path) -> list[WarmingRow]:
+    return [await measure_warming(root / f"w{i}", p) for i, p in enumerate(PLACEMENTS)]

@@ -276,8 +276,8 @@ async def test_automatic_caching_walks_back_over_ineligible_blocks(emu: Emu) -> 
 
 async def test_automatic_caching_is_noop_with_same_ttl_marker(emu: Emu) -> None:
     """ "If the last block already has an explicit cache_control with the same TTL, automatic
-    caching is a no-op" (edge cases): four explicit markers on the last block's request plus
-    top-level would be 5 slots, yet with three it behaves as the explicit markers alone."""
+    caching is a no-op" (edge cases): three explicit markers plus a top-level one give
+    exactly the explicit markers' entries and usage."""
     blocks = [text_block(400, f"noop{i}", "5m") for i in range(3)]
     message = await emu.create(messages=[user(*blocks)], cache_control={"type": "ephemeral"})
     assert usage_tuple(message.usage) == (0, 0, 1200, 0)

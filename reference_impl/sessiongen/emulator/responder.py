@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..tokens import BYTES_PER_TOKEN, count_text_tokens, count_tool_call_tokens
-from .state import ScriptedResponse
+from .state import ScriptedResponse, ScriptedToolCall
 
 ECHO_PREFIX = "Emulated reply to: "
 ECHO_CHARS = 80
@@ -48,6 +48,18 @@ def default_text(body: Mapping[str, Any]) -> str:
     return ECHO_PREFIX + snippet if snippet else FALLBACK_TEXT
 
 
+def _unscripted(body: Mapping[str, Any]) -> ScriptedResponse:
+    """The echo text; a forced tool choice (`any` / `tool`) calls the tool with `{}` instead,
+    since those choices prefill the assistant turn with a tool_use (AD:…/define-tools)."""
+    choice = body.get("tool_choice") or {}
+    tools = [t for t in body.get("tools") or [] if t.get("name")]
+    if choice.get("type") == "tool":
+        return ScriptedResponse(tool_calls=[ScriptedToolCall(name=str(choice["name"]))])
+    if choice.get("type") == "any" and tools:
+        return ScriptedResponse(tool_calls=[ScriptedToolCall(name=str(tools[0]["name"]))])
+    return ScriptedResponse(text=default_text(body))
+
+
 def fit(text: str, budget: int) -> str:
     """The longest prefix of `text` that costs at most `budget` tokens."""
     if count_text_tokens(text) <= budget:
@@ -77,7 +89,7 @@ def build_reply(
     budget: int = body["max_tokens"]
     if budget == 0:
         return Reply([], "max_tokens", None, 0)
-    script = scripted or ScriptedResponse(text=default_text(body))
+    script = scripted or _unscripted(body)
     content: list[dict[str, Any]] = []
     used = 0
     truncated = False

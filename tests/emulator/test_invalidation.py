@@ -1,0 +1,167 @@
+"""Conformance: the "What invalidates the cache" table, row by row, through the official SDK.
+
+Every test writes three 1,100-token entries (tools, system, messages breakpoints, at 1,100,
+2,200 and 3,300 tokens), changes one thing, and reads how much of the prefix survived:
+3,300 = nothing invalidated, 2,200 = messages, 1,100 = system and messages, 0 = everything.
+Quotes are the table's "Impact" column (AD:build-with-claude/prompt-caching).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessiongen.tokens import count_tool_tokens
+
+from .conftest import MODEL, Emu, filler, text_block, user
+
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
+NAME = "lookup"
+EVERYTHING, SYSTEM_AND_MESSAGES, MESSAGES, NOTHING = 0, 1100, 2200, 3300
+
+
+def tool(description_tag: str = "tool", schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    schema = schema or SCHEMA
+    overhead = count_tool_tokens(NAME, "", schema)
+    description = filler(1100 - overhead, description_tag)
+    assert count_tool_tokens(NAME, description, schema) == 1100
+    return {
+        "name": NAME,
+        "description": description,
+        "input_schema": schema,
+        "cache_control": {"type": "ephemeral"},
+    }
+
+
+def base() -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "max_tokens": 32,
+        "tools": [tool()],
+        "system": [text_block(1100, "system", "5m")],
+        "messages": [user(text_block(1100, "history", "5m"), text_block(10, "question"))],
+    }
+
+
+async def read_after(emu: Emu, changed: dict[str, Any]) -> int:
+    """Write the baseline's three entries, send `changed`, return its cache read."""
+    first = await emu.create(**base())
+    assert first.usage.cache_creation_input_tokens == 3300
+    message = await emu.create(**changed)
+    read: int = message.usage.cache_read_input_tokens
+    return read
+
+
+def with_last_user_block(params: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+    """`params` with `block` appended to the last user message (after its breakpoint)."""
+    last = params["messages"][-1]
+    params["messages"] = [*params["messages"][:-1], {**last, "content": [*last["content"], block]}]
+    return params
+
+
+async def test_unchanged_request_reads_everything(emu: Emu) -> None:
+    """Baseline: "Cache hits require 100% identical prompt segments"; an identical request
+    reads all three entries."""
+    assert await read_after(emu, base()) == NOTHING
+
+
+async def test_tool_definition_change_invalidates_everything(emu: Emu) -> None:
+    """Tool definitions ✘✘✘: "Modifying tool definitions (names, descriptions, parameters)
+    invalidates the entire cache"."""
+    changed = {**base(), "tools": [tool("Tool")]}
+    assert await read_after(emu, changed) == EVERYTHING
+
+
+async def test_tool_parameter_change_invalidates_everything(emu: Emu) -> None:
+    """Tool definitions ✘✘✘, parameters: a changed input_schema misses every entry."""
+    schema = {"type": "object", "properties": {"q": {"type": "integer"}}}
+    changed = {**base(), "tools": [tool(schema=schema)]}
+    assert await read_after(emu, changed) == EVERYTHING
+
+
+async def test_web_search_toggle_invalidates_system_and_messages(emu: Emu) -> None:
+    """Web search toggle ✓✘✘: "Enabling/disabling web search modifies the system prompt"
+    (the server tool is appended after the cached tools breakpoint)."""
+    params = base()
+    params["tools"] = [*params["tools"], {"type": "web_search_20250305", "name": "web_search"}]
+    assert await read_after(emu, params) == SYSTEM_AND_MESSAGES
+
+
+async def test_citations_toggle_invalidates_system_and_messages(emu: Emu) -> None:
+    """Citations toggle ✓✘✘: "Enabling/disabling citations modifies the system prompt"."""
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "A cited fact."},
+        "citations": {"enabled": True},
+    }
+    assert await read_after(emu, with_last_user_block(base(), document)) == SYSTEM_AND_MESSAGES
+
+
+async def test_speed_setting_invalidates_system_and_messages(emu: Emu) -> None:
+    """Speed setting ✓✘✘: "Switching between speed: "fast" and standard speed invalidates
+    system and message caches"."""
+    assert await read_after(emu, {**base(), "speed": "fast"}) == SYSTEM_AND_MESSAGES
+
+
+async def test_tool_choice_change_invalidates_messages_only(emu: Emu) -> None:
+    """Tool choice ✓✓✘: "Changes to tool_choice parameter only affect message blocks"."""
+    changed = {**base(), "tool_choice": {"type": "any"}}
+    assert await read_after(emu, changed) == MESSAGES
+
+
+async def test_disable_parallel_tool_use_invalidates_messages_only(emu: Emu) -> None:
+    """disable_parallel_tool_use lives inside tool_choice (AD:…/parallel-tool-use), so it is
+    the tool-choice row: only message blocks are invalidated."""
+    changed = {**base(), "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}
+    assert await read_after(emu, changed) == MESSAGES
+
+
+async def test_spelling_out_the_default_tool_choice_changes_nothing(emu: Emu) -> None:
+    """auto is "the default when tools are present" (AD:…/define-tools), so sending it
+    explicitly renders the same prompt as omitting it."""
+    assert await read_after(emu, {**base(), "tool_choice": {"type": "auto"}}) == NOTHING
+
+
+async def test_images_invalidate_messages_only(emu: Emu) -> None:
+    """Images ✓✓✘: "Adding/removing images anywhere in the prompt affects message blocks"."""
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+    }
+    assert await read_after(emu, with_last_user_block(base(), image)) == MESSAGES
+
+
+async def test_thinking_config_invalidates_messages(emu: Emu) -> None:
+    """Thinking parameters (model-specific, model-specific, ✘): "changing it always
+    invalidates message blocks"; this emulator models tools and system as kept."""
+    changed = {
+        **base(),
+        "max_tokens": 2048,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+    }
+    assert await read_after(emu, changed) == MESSAGES
+
+
+async def test_effort_change_invalidates_messages(emu: Emu) -> None:
+    """Effort setting (model-specific, model-specific, ✘): "Changing the output_config.effort
+    value always invalidates message blocks"."""
+    assert await read_after(emu, {**base(), "output_config": {"effort": "low"}}) == MESSAGES
+
+
+async def test_effort_set_to_default_changes_nothing(emu: Emu) -> None:
+    """ "Setting effort explicitly to the model's default is equivalent to omitting it and does
+    not invalidate" (default taken as "high")."""
+    assert await read_after(emu, {**base(), "output_config": {"effort": "high"}}) == NOTHING
+
+
+async def test_model_change_invalidates_everything(emu: Emu) -> None:
+    """Caches are per model: the same prompt on another model (same 1,024 minimum) reads
+    nothing."""
+    assert await read_after(emu, {**base(), "model": "claude-opus-4-8"}) == EVERYTHING
+
+
+async def test_message_after_the_breakpoint_changes_nothing_cached(emu: Emu) -> None:
+    """ "Changes at each level invalidate that level and all subsequent levels": a change
+    after the last breakpoint leaves all three entries readable."""
+    params = base()
+    params["messages"] = [user(text_block(1100, "history", "5m"), text_block(10, "other"))]
+    assert await read_after(emu, params) == NOTHING

@@ -153,12 +153,12 @@ def diff(step: WireRequest, generate: WireRequest) -> ParityReport:
             out.append(Difference(key, a, b, "allowed", "output limit (warming sends 0)"))
         else:
             what = SECTIONS.get(key, "provider options")
-            out.append(Difference(key, a, b, "violation", f"{what} differ"))
+            out.append(Difference(key, a, b, "violation", f"changes the {what}"))
     _diff_messages(step.body, generate.body, out)
     for name in sorted({*step.headers, *generate.headers}):
         a, b = step.headers.get(name), generate.headers.get(name)
         if a != b:
-            out.append(Difference(f"headers.{name}", a, b, "violation", "headers differ"))
+            out.append(Difference(f"headers.{name}", a, b, "violation", "changes the headers"))
     if step.prompt_cache_key != generate.prompt_cache_key:
         out.append(
             Difference(
@@ -166,7 +166,7 @@ def diff(step: WireRequest, generate: WireRequest) -> ParityReport:
                 step.prompt_cache_key,
                 generate.prompt_cache_key,
                 "violation",
-                "prompt-cache key differs",
+                "changes the prompt-cache key",
             )
         )
     return ParityReport(tuple(out))

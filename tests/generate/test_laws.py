@@ -240,8 +240,8 @@ class GatedLLM:
 
 
 async def test_law9_snapshot_isolation(emulated: EmulatorLab) -> None:
-    """SG-SNAP-1: a Drain advancing while generate is in flight does not change the
-    prepared request; the result reports the snapshot's revision."""
+    """SG-SNAP-1, SG-RESULT-3: a Drain advancing while generate is in flight does not change
+    the prepared request; the result reports the snapshot's revision."""
     gated = GatedLLM(emulated.llm)
     engine = emulated.rebuild(llm=gated)
     sid = await _session_after_one_turn(emulated)

@@ -1,0 +1,55 @@
+"""The return shape and the purpose boundary of session.generate."""
+
+from __future__ import annotations
+
+from sessiongen import GenerateResult, ModelRef
+from sessiongen.compaction import compaction_required
+from sessiongen.lab import EmulatorLab
+from sessiongen.sample import SAMPLE_AGENT
+
+
+async def test_result_fields(emulated: EmulatorLab) -> None:
+    """SG-RESULT-2: the documented fields, filled from the one provider response."""
+    assert list(GenerateResult.model_fields) == [
+        "text",
+        "tool_calls",
+        "finish_reason",
+        "usage",
+        "model",
+        "revision",
+        "tool_results",
+    ]
+    session = emulated.engine.create_session("forge", workspace=emulated.workspace)
+    await emulated.script({"text": "A title."})
+    result = await emulated.engine.generate(session.id, "Title?")
+    logged = (await emulated.requests())[-1]
+    assert result.text == "A title." and result.finish_reason == "end_turn"
+    assert result.model == logged["body"]["model"]
+    usage = logged["usage"]
+    assert result.usage.output_tokens == usage["output_tokens"]
+    assert (
+        result.usage.cache_write_5m_tokens == usage["cache_creation"]["ephemeral_5m_input_tokens"]
+    )
+    assert result.usage.input_tokens == usage["input_tokens"]
+    assert result.revision == emulated.engine.store.read(session.id).session.revision
+
+
+async def test_generate_is_not_a_runner(emulated: EmulatorLab) -> None:
+    """SG-PURPOSE-1: no compaction even past the compaction threshold, no continuation
+    after tool calls, no tool execution: one request, and the Session unchanged."""
+    tight = SAMPLE_AGENT.model_copy(
+        update={
+            "model": ModelRef(id="claude-sonnet-4-6", context_window=2400),
+            "compaction_threshold": 0.5,
+        }
+    )
+    engine = emulated.rebuild(agents=[tight])
+    session = engine.create_session("forge", workspace=emulated.workspace)
+    snapshot = engine.select(session.id)
+    request, _, _ = engine.generator.prepare(session.id, "Recap.")
+    assert compaction_required(snapshot, request)
+    before = engine.store.dump()
+    await emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
+    result = await engine.generate(session.id, "Recap.")
+    assert result.tool_calls and len(await emulated.requests()) == 1
+    assert engine.store.dump() == before

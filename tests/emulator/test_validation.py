@@ -254,3 +254,14 @@ async def test_text_sizes_count_with_the_shared_counter(emu: Emu) -> None:
         model=MODEL, messages=[user({"type": "text", "text": filler(123, "c")})]
     )
     assert counted.input_tokens == 123
+
+
+async def test_unparseable_body_is_rejected_and_logged_as_received(emu: Emu) -> None:
+    """A body that is not JSON is a 400 invalid_request_error; the log keeps its raw text."""
+    response = await emu.admin.post(
+        "/v1/messages", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    (logged,) = await emu.requests()
+    assert (logged["body"], logged["status"], logged["usage"]) == ("{not json", 400, None)

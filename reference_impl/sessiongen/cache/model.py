@@ -34,9 +34,9 @@ of the prefix are mixed into the chain where that invalidation starts:
   the thinking/effort effect on tools and system "model-specific"; this model picks
   "messages only" for every model.
 
-Note: the brief for this module listed `tool_choice` and images as invalidating system too;
-the docs' table (AD:build-with-claude/prompt-caching#what-invalidates-the-cache) marks both
-"only affect message blocks", and the docs win.
+`tool_choice` and images sit at the messages boundary, not the system one: the docs' table
+(AD:build-with-claude/prompt-caching#what-invalidates-the-cache) marks both as "only affect
+message blocks".
 """
 
 from __future__ import annotations

@@ -1,5 +1,17 @@
 """An Anthropic-compatible Messages API emulator with a prompt-cache model and a virtual
-clock, so the official `anthropic` SDK can run cache and TTL experiments offline."""
+clock, so the official `anthropic` SDK can run cache and TTL experiments offline.
+
+The cache rules live in `sessiongen.cache`; this package is HTTP, validation, replies and
+state. Not modelled (by design or for lack of a source): the tool-use system-prompt overhead
+and real tokenization (the shared approximate counter is used; images cost their JSON);
+thinking-block stripping on older models; thinking/effort invalidating tools or system on
+some models; server tools running and their automatic 5m breakpoints; mid-conversation
+system messages and tool changes; cache diagnostics; workspace isolation; rate limits,
+request size limits and pricing modifiers (only injectable as faults / not applied); message
+rules beyond tool_use/tool_result pairing and prefill (alternation, empty content, thinking
+signatures); `input + max_tokens` over the context window; generation time (the clock only
+moves when told; time to first token is a setting, 0 by default).
+"""
 
 from .app import create_app
 from .client import SyncASGITransport, async_client, sync_client

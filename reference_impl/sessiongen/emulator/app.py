@@ -46,11 +46,13 @@ class ConfigUpdate(BaseModel):
     ttft: float = Field(ge=0)
 
 
-def _parse_body(raw: bytes) -> Any:
+def _parse_body(raw: bytes) -> tuple[Any, bool]:
+    """(body, parsed): the JSON value, or the raw text when it is not JSON (kept for the
+    request log, which records bodies as received)."""
     try:
-        return json.loads(raw) if raw else None
+        return json.loads(raw), True
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
+        return raw.decode("utf-8", errors="replace"), False
 
 
 def _error_response(
@@ -72,7 +74,7 @@ async def _handle(
     raw = await request.body()
     request_id = state.next_request_id()
     started_at = state.clock.now()
-    body = _parse_body(raw)
+    body, parsed = _parse_body(raw)
     stream = path == MESSAGES_PATH and isinstance(body, dict) and body.get("stream") is True
 
     def record(status: int, usage: dict[str, Any] | None) -> None:
@@ -95,7 +97,7 @@ async def _handle(
             await asyncio.sleep(fault.delay)
         return _error_response(status, request_id, fault.message, fault.error_type, fault.headers)
     try:
-        if body is None:
+        if not parsed:
             raise invalid_request("There was an error parsing the body as JSON")
         if path == COUNT_TOKENS_PATH:
             _, prepared = validate_count_tokens(body)

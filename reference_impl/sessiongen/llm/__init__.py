@@ -42,5 +42,6 @@ __all__ = [
     "ToolChoice",
     "ToolDefinition",
     "ToolResultContent",
+    "Usage",
     "collect",
 ]

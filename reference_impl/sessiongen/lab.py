@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from .cache_policy import CachePolicy, opencode_default
 from .emulator import create_app
 from .engine import SessionEngine
 from .llm.anthropic import AnthropicLLMClient
@@ -90,6 +91,7 @@ class EmulatorLab:
         llm: LLMClient | None = None,
         hooks: Sequence[RequestHook] = (),
         tools: ToolRegistry | None = None,
+        cache_policy: CachePolicy = opencode_default,
     ) -> SessionEngine:
         """Another engine over the same store, e.g. with hooks or a wrapped client."""
         return SessionEngine(
@@ -98,6 +100,7 @@ class EmulatorLab:
             list(agents or self.engine.agents.values()),
             hooks=hooks,
             tools=tools,
+            cache_policy=cache_policy,
         )
 
 

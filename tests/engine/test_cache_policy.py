@@ -1,0 +1,86 @@
+"""Cache breakpoint policies: the opencode default and swapping a policy in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sessiongen import LLMRequest, no_cache, opencode_default
+from sessiongen.lab import emulator_lab
+from sessiongen.llm.types import (
+    CacheMark,
+    CacheTTL,
+    LLMMessage,
+    SystemPart,
+    TextContent,
+    ToolDefinition,
+)
+
+
+def _request(system: int = 2, messages: int = 3) -> LLMRequest:
+    return LLMRequest(
+        model="claude-sonnet-4-6",
+        system=tuple(SystemPart(text=f"s{i}") for i in range(system)),
+        tools=(
+            ToolDefinition(name="a", description="", input_schema={}),
+            ToolDefinition(name="b", description="", input_schema={}),
+        ),
+        messages=tuple(
+            LLMMessage(
+                role="user" if i % 2 == 0 else "assistant", content=(TextContent(text=f"m{i}"),)
+            )
+            for i in range(messages)
+        ),
+    )
+
+
+def _marks(request: LLMRequest) -> list[str]:
+    marks = [f"tool:{t.name}" for t in request.tools if t.cache]
+    marks += [f"system:{i}" for i, p in enumerate(request.system) if p.cache]
+    marks += [f"message:{i}" for i, m in enumerate(request.messages) for b in m.content if b.cache]
+    return marks
+
+
+def test_opencode_default_marks_last_tool_first_and_last_system_and_tail() -> None:
+    marked = opencode_default(_request(), anchor=None, ttl="1h")
+    assert _marks(marked) == ["tool:b", "system:0", "system:1", "message:2"]
+    assert marked.tools[-1].cache == CacheMark(ttl="1h")
+
+
+def test_opencode_default_with_one_system_part_and_an_anchor() -> None:
+    marked = opencode_default(_request(system=1), anchor=1, ttl="5m")
+    assert _marks(marked) == ["tool:b", "system:0", "message:1"]
+
+
+def test_no_cache_places_nothing() -> None:
+    assert _marks(no_cache(_request(), anchor=None, ttl="5m")) == []
+
+
+def tail_only(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRequest:
+    """A custom policy: only the tail breakpoint, through the default's own placement."""
+    return opencode_default(
+        request.model_copy(update={"tools": (), "system": ()}), anchor=anchor, ttl=ttl
+    ).model_copy(update={"tools": request.tools, "system": request.system})
+
+
+async def test_a_swapped_policy_reaches_the_wire(tmp_path: Path) -> None:
+    async with emulator_lab(tmp_path) as lab:
+        for policy in (no_cache, tail_only):
+            engine = lab.rebuild(cache_policy=policy)
+            session = engine.create_session("forge", workspace=lab.workspace)
+            await engine.run(session.id, "Hello.")
+            logged = (await lab.requests())[-1]
+            body = logged["body"]
+            marked = [b for m in body["messages"] for b in m["content"] if "cache_control" in b]
+            system_marked = [p for p in body["system"] if "cache_control" in p]
+            if policy is no_cache:
+                assert (
+                    marked == []
+                    and system_marked == []
+                    and logged["usage"]["cache_creation_input_tokens"] == 0
+                )
+            else:
+                assert (
+                    len(marked) == 1
+                    and system_marked == []
+                    and logged["usage"]["cache_creation_input_tokens"] > 0
+                )

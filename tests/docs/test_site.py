@@ -1,0 +1,523 @@
+"""The documentation site: built strictly, offline by construction, true to the code, and
+looked at in a real headless Chromium the way a reviewer reads it.
+
+Reviewers read the contract in the rendered site, often with no network, so a page that
+silently pulls a font, a script or an image from elsewhere would look different (or hang) for
+them. Three layers guard that: `mkdocs build --strict` (broken links, missing snippets), a
+static scan of every built file for external resources, and the browser, which records every
+request a page makes. The pages that restate code (errors, emulator admin, notebooks) are
+checked against the code so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+CHROMIUM = Path("/usr/bin/chromium")
+# What a reviewer's browser would be, minus everything that phones home on its own: no QUIC,
+# no background/component/sync traffic, no proxy between the browser and loopback.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-proxy-server",
+]
+INSTALL_HINT = (
+    "/usr/bin/chromium is missing: the docs tests need Debian's Chromium. Install it with "
+    "`apt-get update && apt-get install -y chromium` (as root; .ci/run does this in CI)."
+)
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+BUILD_TIMEOUT = 120.0
+PAGE_TIMEOUT_MS = 15_000
+
+
+# --- building and serving ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuiltSite:
+    root: Path
+    output: str
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
+    """The site built once per module, exactly as CI and a reviewer would build it (a child
+    process with this interpreter, from the repository root so snippet paths resolve)."""
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's end-of-life banner
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        hint = ""
+        if "not found among documentation files" in output:
+            hint = (
+                "\nHint: docs/contract.md includes contract/session-generate.md verbatim, so a "
+                "relative link there to a file outside docs/ (a test, the package) breaks the "
+                "strict build; cite such files as code (`tests/...::test_name`) instead."
+            )
+        pytest.fail(f"mkdocs build --strict failed ({proc.returncode}):\n{output}{hint}")
+    return BuiltSite(out, output)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the built site; keeps the access log out of the test output."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url(site: BuiltSite) -> Iterator[str]:
+    """The built site over HTTP on a free loopback port, as `mkdocs serve` would show it (the
+    search worker cannot start from file://)."""
+    handler = functools.partial(_QuietHandler, directory=str(site.root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="docs-http", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_site_builds_strict(site: BuiltSite) -> None:
+    """Every nav page is built; strict mode already turned any warning into a failure."""
+    for page in ("index", "contract", "emulator", "errors", "notebooks", "benchmarks"):
+        assert (site.root / f"{page}.html").is_file(), f"{page}.html was not built"
+    assert "WARNING" not in site.output
+
+
+# --- no external resources in the built files ---------------------------------------------
+
+# An absolute or protocol-relative URL: what a browser would fetch from another host.
+_EXTERNAL = r"(?:https?:)?//[^\s\"'`)]+"
+_CSS_LOADS = re.compile(
+    rf"@import\s+(?:url\(\s*)?[\"']?({_EXTERNAL})|url\(\s*[\"']?({_EXTERNAL})", re.I
+)
+# In JavaScript: a call whose first argument is an absolute URL (fetch, importScripts, a
+# script loader), a src/href assignment, or an import from a URL. Licence comments and
+# messages that merely mention a URL are not loads.
+_JS_LOADS = re.compile(
+    r"[\w$.]+\(\s*[\"'`](https?://[^\"'`]+)"
+    r"|\b(?:src|href)\s*[=:]\s*[\"'`](https?://[^\"'`]+)"
+    r"|\bimport\s*(?:[\w${},*\s]+from\s*)?[\"'`](https?://[^\"'`]+)",
+    re.I,
+)
+_FONT_HOSTS = re.compile(r"fonts\.(?:googleapis|gstatic)\.com|use\.typekit\.net", re.I)
+# Loads that Material's JavaScript bundle holds but never performs with this configuration;
+# the condition that would wake each one is asserted absent in the test below.
+DORMANT_JS_LOADS = {
+    "https://unpkg.com/mermaid": "only for a page with a .mermaid element",
+    "https://unpkg.com/resize-observer-polyfill": "only in browsers without ResizeObserver",
+}
+# <link rel> values that name a relation rather than fetch something.
+_NAVIGATIONAL_RELS = frozenset(
+    {"canonical", "alternate", "prev", "next", "author", "license", "help", "search", "me"}
+)
+_SRC_ATTRS = frozenset({"src", "srcset", "poster", "data", "background", "imagesrcset"})
+
+
+class _ResourceScanner(HTMLParser):
+    """Collects every external URL an HTML page would load by itself, and the inline
+    scripts and styles to scan as JavaScript and CSS."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.loads: list[str] = []
+        self.scripts: list[str] = []
+        self.styles: list[str] = []
+        self.classes: set[str] = set()
+        self.components: set[str] = set()
+        self._in: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        self.classes.update(values.get("class", "").split())
+        if "data-md-component" in values:
+            self.components.add(values["data-md-component"])
+        for name, value in values.items():
+            if name in _SRC_ATTRS:
+                self.loads += [u for u in re.findall(_EXTERNAL, value)]
+        href = values.get("href") or values.get("xlink:href") or ""
+        if tag == "link":
+            rels = set(values.get("rel", "").lower().split())
+            if not rels or not rels <= _NAVIGATIONAL_RELS:
+                self.loads += re.findall(rf"^\s*({_EXTERNAL})", href)
+        elif tag in ("image", "use", "script", "feimage"):
+            self.loads += re.findall(rf"^\s*({_EXTERNAL})", href)
+        if tag == "meta" and values.get("http-equiv", "").lower() == "refresh":
+            self.loads += re.findall(_EXTERNAL, values.get("content", ""))
+        if "style" in values:
+            self.styles.append(values["style"])
+        if tag in ("script", "style"):
+            self._in = tag
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self._in:
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "script":
+            self.scripts.append(data)
+        elif self._in == "style":
+            self.styles.append(data)
+
+
+def _css_loads(text: str) -> list[str]:
+    return [a or b for a, b in _CSS_LOADS.findall(text)]
+
+
+def _js_loads(text: str) -> list[str]:
+    found = [next(g for g in groups if g) for groups in _JS_LOADS.findall(text)]
+    return [u for u in found if not any(u.startswith(d) for d in DORMANT_JS_LOADS)]
+
+
+def test_no_external_resources(site: BuiltSite) -> None:
+    """No built page, stylesheet or script loads anything from another host; links a reader
+    clicks (<a href>) may point anywhere."""
+    offenders: list[str] = []
+    classes: set[str] = set()
+    components: set[str] = set()
+    for path in sorted(site.root.rglob("*")):
+        if path.suffix not in (".html", ".css", ".js"):
+            continue
+        rel = path.relative_to(site.root)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        offenders += [f"{rel}: mentions {m}" for m in _FONT_HOSTS.findall(text)]
+        if path.suffix == ".css":
+            offenders += [f"{rel}: CSS loads {u}" for u in _css_loads(text)]
+        elif path.suffix == ".js":
+            offenders += [f"{rel}: JS loads {u}" for u in _js_loads(text)]
+        else:
+            scanner = _ResourceScanner()
+            scanner.feed(text)
+            scanner.close()
+            offenders += [f"{rel}: HTML loads {u}" for u in scanner.loads]
+            offenders += [
+                f"{rel}: inline CSS loads {u}" for s in scanner.styles for u in _css_loads(s)
+            ]
+            offenders += [
+                f"{rel}: inline JS loads {u}" for s in scanner.scripts for u in _js_loads(s)
+            ]
+            classes |= scanner.classes
+            components |= scanner.components
+    assert not offenders, "external resources in the built site:\n" + "\n".join(offenders)
+    # The dormant loads above stay dormant: no mermaid diagram, no repository widget (which
+    # would call GitHub's or GitLab's API).
+    assert "mermaid" not in classes, "a .mermaid element makes Material fetch mermaid from unpkg"
+    assert "source" not in components, "repo_url adds a widget that calls a forge's API"
+
+
+# --- pages that restate code ----------------------------------------------------------------
+
+
+def _table_rows(markdown: str) -> list[list[str]]:
+    """Cells of every Markdown table row (header separators skipped)."""
+    rows = []
+    for line in markdown.splitlines():
+        line = line.strip()
+        if line.startswith("|") and not re.fullmatch(r"\|[\s:|-]+\|", line):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_errors_page_lists_every_problem_type() -> None:
+    """Every error class with a problem+json type has a row in docs/errors.md with its HTTP
+    status and exact `type`, is in the tree with its status, and no row names a class that
+    is gone: the page is written by hand, this keeps it from drifting."""
+    from sessiongen import errors
+
+    text = (DOCS / "errors.md").read_text(encoding="utf-8")
+    rows = {r[0].strip("`"): r for r in _table_rows(text) if len(r) == 3}
+    with_problem = {
+        name: obj
+        for name, obj in vars(errors).items()
+        if isinstance(obj, type) and hasattr(obj, "problem")
+    }
+    classes: dict[str, type[errors.SessiongenError]] = {
+        name: obj for name, obj in with_problem.items() if issubclass(obj, errors.SessiongenError)
+    }
+    assert classes == with_problem, "a `problem` class outside the SessiongenError hierarchy"
+    assert classes, "sessiongen.errors has no class with a `problem` attribute"
+    problems = []
+    for name, cls in classes.items():
+        row = rows.get(name)
+        expected = [f"`{name}`", str(cls.http_status), f"`{cls.problem_type()}`"]
+        if row != expected:
+            problems.append(f"{name}: expected row {expected}, found {row}")
+        if not re.search(rf"(?:^|[─ ]){name}\s+{cls.http_status}\b", text, re.M):
+            problems.append(f"{name}: missing from the exception tree (with {cls.http_status})")
+    stale = sorted(n for n in rows if n not in classes and n != "class")
+    assert not problems, "docs/errors.md is out of date:\n" + "\n".join(problems)
+    assert not stale, f"docs/errors.md lists classes that no longer exist: {stale}"
+
+
+def test_errors_page_status_mapping() -> None:
+    """The provider-status table in docs/errors.md is what `provider_error_for_status` does."""
+    from sessiongen.errors import provider_error_for_status
+
+    text = (DOCS / "errors.md").read_text(encoding="utf-8")
+    section = text.split("## From provider status to error", 1)[1]
+    rows = [r for r in _table_rows(section) if len(r) == 2 and r[0] != "provider status"]
+    assert rows, "no status table under 'From provider status to error'"
+    for cell, raised in rows:
+        message = "prompt is too long: 1 > 0" if "prompt is too long" in cell else "boom"
+        for status in map(int, re.findall(r"\b\d{3}\b", cell)):
+            error = provider_error_for_status(status, message)
+            assert f"`{type(error).__name__}`" == raised, (status, message, raised)
+
+
+def test_notebooks_page_lists_every_notebook() -> None:
+    """Each notebooks/*.ipynb has a row on the Notebooks page, so a new notebook cannot be
+    left out of the site."""
+    listed = {r[0].strip("`") for r in _table_rows((DOCS / "notebooks.md").read_text("utf-8"))}
+    missing = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb") if p.name not in listed)
+    assert not missing, f"add a row for each to docs/notebooks.md: {missing}"
+
+
+def _admin_sections() -> list[tuple[str, str]]:
+    """(heading, body) of each `###` section of docs/emulator.md."""
+    text = (DOCS / "emulator.md").read_text(encoding="utf-8")
+    parts = re.split(r"^### (.+)$", text, flags=re.M)
+    return list(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_emulator_page_documents_every_admin_endpoint() -> None:
+    """Every `/_emulator` route (method and path) has its own heading, and every field of a
+    fault and a script entry has a table row, so the admin reference cannot drift."""
+    from fastapi.routing import APIRoute
+    from sessiongen.emulator import FaultSpec, ScriptedResponse, create_app
+
+    headings = " ".join(h for h, _ in _admin_sections())
+    text = (DOCS / "emulator.md").read_text(encoding="utf-8")
+    missing = [
+        f"{method} {route.path}"
+        for route in create_app().routes
+        if isinstance(route, APIRoute) and route.path.startswith("/_emulator")
+        for method in sorted(route.methods or ())
+        if f"{method} {route.path}" not in headings
+    ]
+    for model in (FaultSpec, ScriptedResponse):
+        missing += [
+            f"{model.__name__}.{name}" for name in model.model_fields if f"| `{name}` |" not in text
+        ]
+    assert not missing, f"undocumented in docs/emulator.md: {missing}"
+
+
+def _http(url: str, body: Any = None) -> tuple[int, Any]:
+    """One JSON request with no proxy in between; (status, parsed body), errors included."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method="GET" if body is None else "POST",
+        headers={"content-type": "application/json"},
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read())
+
+
+def _keys(value: Any) -> Any:
+    """The shape of a JSON value: its keys, recursively through the first list item."""
+    if isinstance(value, dict):
+        return {k: _keys(v) for k, v in value.items() if k != "body"}
+    if isinstance(value, list) and value:
+        return [_keys(value[0])]
+    return None
+
+
+def test_emulator_page_examples_run() -> None:
+    """The JSON examples on the Emulator page are what the emulator accepts and answers:
+    each request body under a POST heading gets a 200, and each GET example has the keys of
+    the real answer."""
+    from sessiongen.emulator import BackgroundServer
+
+    cacheable = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 8,
+        "system": [{"type": "text", "text": "x " * 3000, "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    checked = 0
+    with BackgroundServer() as server:
+        for heading, body in _admin_sections():
+            endpoints = re.findall(r"`(GET|POST) (/_emulator/\w+)`", heading)
+            examples = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", body, re.S)]
+            post = [path for method, path in endpoints if method == "POST"]
+            for example in examples:
+                assert _http(server.url + "/_emulator/reset", {})[0] == 200
+                if post:
+                    status, answer = _http(server.url + post[0], example)
+                    assert status == 200, (heading, example, answer)
+                else:
+                    assert _http(server.url + "/v1/messages", cacheable)[0] == 200
+                    status, answer = _http(server.url + endpoints[0][1])
+                    assert status == 200, (heading, answer)
+                    assert _keys(example) == _keys(answer), heading
+                checked += 1
+    assert checked >= 10, f"only {checked} examples found on the Emulator page"
+
+
+# --- in the browser -------------------------------------------------------------------------
+
+
+@dataclass
+class Browser:
+    """One headless Chromium context and everything its pages asked the network for."""
+
+    context: Any
+    shots: Path
+    requests: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def external_requests(self) -> list[str]:
+        return [u for u in self.requests if not _is_local(u)]
+
+
+def _is_local(url: str) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme in ("data", "blob", "about", "chrome-error"):
+        return True
+    return (parts.hostname or "") in LOOPBACK_HOSTS or (parts.hostname or "").startswith("127.")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """Debian's Chromium driven by Playwright (never `playwright install`, which downloads a
+    browser build), with a fresh profile. Any request to a host that is not loopback is
+    recorded and then aborted, so a regression fails fast instead of waiting on a timeout."""
+    if not CHROMIUM.exists():
+        pytest.fail(INSTALL_HINT)
+    from playwright.sync_api import Route, sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    shots = tmp_path_factory.mktemp("screenshots")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1366, "height": 900},
+            service_workers="block",
+        )
+        probe = Browser(context, shots)
+
+        def guard(route: Route) -> None:
+            if _is_local(route.request.url):
+                route.continue_()
+            else:
+                route.abort("blockedbyclient")
+
+        context.on("request", lambda request: probe.requests.append(request.url))
+        context.on("weberror", lambda error: probe.errors.append(str(error.error)))
+        context.route("**/*", guard)
+        try:
+            yield probe
+        finally:
+            context.close()
+
+
+def _open(browser: Browser, url: str) -> Any:
+    page = browser.context.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    page.on(
+        "console",
+        lambda message: browser.errors.append(message.text) if message.type == "error" else None,
+    )
+    page.goto(url, wait_until="load")
+    return page
+
+
+def test_pages_render_and_navigate_offline(request: pytest.FixtureRequest, base_url: str) -> None:
+    """Home, then the Contract through the navigation, then Errors, in a real browser: the
+    titles and headings a reviewer sees, working navigation and search, no request to any
+    host but loopback and no script error. Screenshots land in the test's tmp dir.
+
+    A missing Chromium is a failure, not a skip: CI installs it, so a skip would only hide a
+    broken install step."""
+    from playwright.sync_api import expect
+
+    if not CHROMIUM.exists():
+        pytest.fail(INSTALL_HINT)
+    browser: Browser = request.getfixturevalue("browser")
+    started = time.monotonic()
+    page = _open(browser, base_url + "/index.html")
+    try:
+        expect(page).to_have_title("sessiongen")
+        expect(page.locator("h1")).to_have_text(re.compile(r"sessiongen"))
+        expect(page.get_by_text("uv run sessiongen demo")).to_be_visible()
+        page.screenshot(path=browser.shots / "home.png", full_page=True)
+
+        # The search index and worker ship with the site, so search works offline.
+        search = page.locator("input.md-search__input")
+        search.click()
+        search.press_sequentially("problem")  # Material searches on key events, not fill()
+        expect(page.locator(".md-search-result__item").first).to_be_visible()
+        page.keyboard.press("Escape")
+
+        nav = page.locator("nav.md-nav--primary a.md-nav__link")
+        nav.filter(has_text=re.compile(r"^\s*Contract\s*$")).click()
+        expect(page).to_have_url(re.compile(r"/contract\.html$"))
+        expect(page).to_have_title("Contract - sessiongen")
+        expect(page.locator("article h1")).to_contain_text("session.generate")
+        page.screenshot(path=browser.shots / "contract.png", full_page=True)
+
+        page.goto(base_url + "/errors.html", wait_until="load")
+        expect(page).to_have_title("Errors - sessiongen")
+        expect(page.locator("article h1")).to_have_text(re.compile(r"Errors"))
+        row = page.locator("tr", has_text="https://sessiongen.dev/problems/provider-overloaded")
+        expect(row).to_contain_text("ProviderOverloaded")
+        expect(row.locator("td").nth(1)).to_have_text("503")
+        page.screenshot(path=browser.shots / "errors.png", full_page=True)
+        page.wait_for_load_state("networkidle")
+    finally:
+        page.close()
+
+    external = browser.external_requests()
+    assert not external, f"pages asked for non-loopback hosts: {external}"
+    assert any(u.endswith("search_index.json") for u in browser.requests), browser.requests
+    assert not browser.errors, f"browser errors: {browser.errors}"
+    assert (browser.shots / "contract.png").stat().st_size > 10_000
+    print(f"screenshots in {browser.shots} ({time.monotonic() - started:.1f}s in the browser)")

@@ -12,17 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ContextOverflow, ProviderError, ProviderStreamInterrupted, ToolError
-from .llm.types import (
-    FinishEvent,
-    FinishReason,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    ToolCall,
-    ToolCallEvent,
-    Usage,
-    UsageEvent,
-)
+from .llm.client import StreamFold
+from .llm.types import FinishReason, StreamEvent, ToolCall, Usage
 from .model import (
     Part,
     ReasoningPart,
@@ -44,13 +35,14 @@ class Settled:
     usage: Usage
 
 
-def _parts(text: list[str], reasoning: list[str], calls: list[ToolCall]) -> tuple[Part, ...]:
+def _parts(fold: StreamFold, *, with_calls: bool = True) -> tuple[Part, ...]:
     parts: list[Part] = []
-    if reasoning:
-        parts.append(ReasoningPart(text="".join(reasoning)))
-    if text:
-        parts.append(TextPart(text="".join(text)))
-    parts += [ToolCallPart(id=c.id, name=c.name, input=c.input) for c in calls]
+    if fold.reasoning:
+        parts.append(ReasoningPart(text="".join(fold.reasoning)))
+    if fold.text:
+        parts.append(TextPart(text="".join(fold.text)))
+    if with_calls:
+        parts += [ToolCallPart(id=c.id, name=c.name, input=c.input) for c in fold.calls]
     return tuple(parts)
 
 
@@ -58,45 +50,27 @@ async def settle_stream(
     store: SessionStore, session_id: str, message_id: str, events: AsyncIterator[StreamEvent]
 ) -> Settled:
     """Consume the stream; one transaction settles it, or marks it interrupted and re-raises."""
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[ToolCall] = []
-    usage = Usage()
+    fold = StreamFold()
     try:
         async for event in events:
-            if isinstance(event, TextDelta):
-                text.append(event.text)
-            elif isinstance(event, ReasoningDelta):
-                reasoning.append(event.text)
-            elif isinstance(event, ToolCallEvent):
-                calls.append(event.call)
-            elif isinstance(event, UsageEvent):
-                usage = event.usage
-            elif isinstance(event, FinishEvent):
-                store.append(
-                    session_id,
-                    [
-                        StepSettled(
-                            message_id=message_id,
-                            parts=_parts(text, reasoning, calls),
-                            finish_reason=event.reason,
-                            usage=usage,
-                        )
-                    ],
+            finish = fold.feed(event)
+            if finish is not None:
+                settled = StepSettled(
+                    message_id=message_id,
+                    parts=_parts(fold),
+                    finish_reason=finish.reason,
+                    usage=fold.usage,
                 )
-                return Settled(message_id, tuple(calls), event.reason, usage)
+                store.append(session_id, [settled])
+                return Settled(message_id, tuple(fold.calls), finish.reason, fold.usage)
         raise ProviderStreamInterrupted("the provider stream ended before it finished")
     except (ProviderError, ContextOverflow) as error:
-        store.append(
-            session_id,
-            [
-                StepInterrupted(
-                    message_id=message_id,
-                    reason=f"{type(error).__name__}: {error}",
-                    parts=_parts(text, reasoning, []),
-                )
-            ],
+        interrupted = StepInterrupted(
+            message_id=message_id,
+            reason=f"{type(error).__name__}: {error}",
+            parts=_parts(fold, with_calls=False),
         )
+        store.append(session_id, [interrupted])
         raise
 
 

@@ -33,29 +33,49 @@ class LLMClient(Protocol):
         ...
 
 
+class StreamFold:
+    """Folds stream events as they arrive: text, reasoning, tool calls, the last usage.
+
+    `collect` and durable Settlement both use it, so a stream means the same to both.
+    """
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.usage = Usage()
+
+    def feed(self, event: StreamEvent) -> FinishEvent | None:
+        """Take one event; returns the finish event when the stream is done."""
+        if isinstance(event, TextDelta):
+            self.text.append(event.text)
+        elif isinstance(event, ReasoningDelta):
+            self.reasoning.append(event.text)
+        elif isinstance(event, ToolCallEvent):
+            self.calls.append(event.call)
+        elif isinstance(event, UsageEvent):
+            self.usage = event.usage
+        elif isinstance(event, FinishEvent):
+            return event
+        return None
+
+    def response(self, finish: FinishEvent) -> LLMResponse:
+        return LLMResponse(
+            text="".join(self.text),
+            reasoning="".join(self.reasoning),
+            tool_calls=tuple(self.calls),
+            usage=self.usage,
+            finish_reason=finish.reason,
+            model=finish.model,
+            response_id=finish.response_id,
+        )
+
+
 async def collect(events: AsyncIterator[StreamEvent]) -> LLMResponse:
     """Fold one stream into an LLMResponse. A stream without a finish event is interrupted."""
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[ToolCall] = []
-    usage = Usage()
+    fold = StreamFold()
     async for event in events:
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-        elif isinstance(event, ReasoningDelta):
-            reasoning.append(event.text)
-        elif isinstance(event, ToolCallEvent):
-            calls.append(event.call)
-        elif isinstance(event, UsageEvent):
-            usage = event.usage
-        elif isinstance(event, FinishEvent):
-            return LLMResponse(
-                text="".join(text),
-                reasoning="".join(reasoning),
-                tool_calls=tuple(calls),
-                usage=usage,
-                finish_reason=event.reason,
-                model=event.model,
-                response_id=event.response_id,
-            )
+        finish = fold.feed(event)
+        if finish is not None:
+            return fold.response(finish)
     raise ProviderStreamInterrupted("the provider stream ended before it finished")

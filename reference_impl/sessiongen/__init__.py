@@ -38,6 +38,7 @@ from .llm import (
     ScriptedLLMClient,
     ScriptedReply,
 )
+from .llm.anthropic import AnthropicLLMClient
 from .llm.types import Usage
 from .model import Agent, ModelRef, Session
 from .request import RequestHook, RequestInfo, SessionModelRequest
@@ -47,6 +48,7 @@ from .store import SessionStore
 __all__ = [
     "Agent",
     "AgentNotFound",
+    "AnthropicLLMClient",
     "CachePolicy",
     "ContextOverflow",
     "DrainResult",

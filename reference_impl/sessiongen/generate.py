@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
@@ -72,11 +73,14 @@ def apply_tools_policy(request: LLMRequest, policy: ToolsPolicy) -> LLMRequest:
     return request
 
 
-def warming_shape(request: LLMRequest) -> LLMRequest:
-    """max_tokens 0 where the provider allows it (not with extended thinking)."""
-    thinking = request.provider_options.get("anthropic", {}).get("thinking", {})
-    allowed = thinking.get("type") != "enabled"
-    return request.model_copy(update={"max_output_tokens": 0 if allowed else 1})
+@dataclass(frozen=True)
+class PreparedGenerate:
+    """The request generate would send, with the snapshot it was prepared from."""
+
+    request: LLMRequest
+    revision: int
+    workspace: str | None
+    permitted: tuple[str, ...]
 
 
 class SessionGenerate:
@@ -100,8 +104,8 @@ class SessionGenerate:
         tools_policy: ToolsPolicy = DEFAULT_TOOLS_POLICY,
         warming: bool = False,
         tag: str | None = None,
-    ) -> tuple[LLMRequest, int, str | None]:
-        """The request generate would send, its snapshot revision and workspace."""
+    ) -> PreparedGenerate:
+        """The request generate would send, without sending it."""
         validate_prompt(prompt)
         snapshot = self.context.select(session_id)
         transient: list[Message] = []
@@ -118,10 +122,13 @@ class SessionGenerate:
             cache_anchor="shared" if warming else "tail",
         )
         if warming:
-            request = warming_shape(request)
+            # No output wanted; an adapter whose provider cannot pre-warm raises it minimally.
+            request = request.model_copy(update={"max_output_tokens": 0})
         request = apply_tools_policy(request, tools_policy)
         check_fits(snapshot, request)
-        return request, snapshot.revision, snapshot.session.workspace
+        return PreparedGenerate(
+            request, snapshot.revision, snapshot.session.workspace, snapshot.agent.tools
+        )
 
     async def generate(
         self,
@@ -132,36 +139,38 @@ class SessionGenerate:
         warming: bool = False,
         tag: str | None = None,
     ) -> GenerateResult:
-        request, revision, workspace = self.prepare(
+        prepared = self.prepare(
             session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
         )
-        response = await self.llm.generate(request)
+        response = await self.llm.generate(prepared.request)
         results: tuple[ToolResult, ...] = ()
         if tools_policy is ToolsPolicy.EXECUTE_ONCE and response.tool_calls:
-            results = self._execute_isolated(response.tool_calls, workspace)
+            results = self._execute_isolated(response.tool_calls, prepared)
         return GenerateResult(
             text=response.text,
             tool_calls=response.tool_calls,
             finish_reason=response.finish_reason,
             usage=response.usage,
             model=response.model,
-            revision=revision,
+            revision=prepared.revision,
             tool_results=results,
         )
 
     def _execute_isolated(
-        self, calls: tuple[ToolCall, ...], workspace: str | None
+        self, calls: tuple[ToolCall, ...], prepared: PreparedGenerate
     ) -> tuple[ToolResult, ...]:
-        """Policy D: run each call once in a throwaway copy, never the session's workspace."""
+        """Policy D: run each permitted call once in a throwaway copy of the workspace."""
         with tempfile.TemporaryDirectory(prefix="sessiongen-d-") as scratch:
             copy = Path(scratch) / "workspace"
-            if workspace is not None:
-                shutil.copytree(workspace, copy)
+            if prepared.workspace is not None:
+                shutil.copytree(prepared.workspace, copy)
             else:
                 copy.mkdir()
             results = []
             for call in calls:
                 try:
+                    if call.name not in prepared.permitted:
+                        raise ToolError(f"tool {call.name!r} is not permitted for this agent")
                     text, is_error = self.tools.get(call.name).execute(copy, call.input), False
                 except ToolError as error:
                     text, is_error = f"{type(error).__name__}: {error}", True

@@ -68,7 +68,7 @@ async def test_law1_parity_diff_has_no_violations_for_a_different_prompt(
     step = emulated.engine.preparation.prepare(
         snapshot, operation="step", step=1, transient=(promoted,)
     )
-    generate, _, _ = emulated.engine.generator.prepare(sid, "Give this session a title.")
+    generate = emulated.engine.generator.prepare(sid, "Give this session a title.").request
     report = diff(WireRequest.of(step), WireRequest.of(generate))
     assert report.violations == ()
     assert {d.reason for d in report.allowed} == {
@@ -180,7 +180,7 @@ async def test_law6_cache_identity(emulated: EmulatorLab) -> None:
     sid = await _session_after_one_turn(emulated)
     snapshot = emulated.engine.select(sid)
     step = emulated.engine.preparation.prepare(snapshot, operation="step", step=1)
-    generate, _, _ = emulated.engine.generator.prepare(sid, PROMPT)
+    generate = emulated.engine.generator.prepare(sid, PROMPT).request
     assert generate.prompt_cache_key == step.prompt_cache_key == sid
     assert generate.headers == step.headers
     turn_last = (await emulated.requests())[-1]["usage"]

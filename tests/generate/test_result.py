@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sessiongen import GenerateResult, ModelRef
+from sessiongen import GenerateResult, ModelRef, ToolsPolicy
 from sessiongen.compaction import compaction_required
 from sessiongen.lab import EmulatorLab
 from sessiongen.sample import SAMPLE_AGENT
@@ -46,10 +46,34 @@ async def test_generate_is_not_a_runner(emulated: EmulatorLab) -> None:
     engine = emulated.rebuild(agents=[tight])
     session = engine.create_session("forge", workspace=emulated.workspace)
     snapshot = engine.select(session.id)
-    request, _, _ = engine.generator.prepare(session.id, "Recap.")
+    request = engine.generator.prepare(session.id, "Recap.").request
     assert compaction_required(snapshot, request)
     before = engine.store.dump()
     await emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
     result = await engine.generate(session.id, "Recap.")
     assert result.tool_calls and len(await emulated.requests()) == 1
     assert engine.store.dump() == before
+
+
+async def test_policy_d_runs_permitted_calls_once_in_a_copy(emulated: EmulatorLab) -> None:
+    """SG-TOOLS-2: D executes returned calls once, in a throwaway copy, only if permitted;
+    the Session is unchanged and no second provider request is made."""
+    reader = SAMPLE_AGENT.model_copy(update={"tools": ("list_files", "read_file")})
+    engine = emulated.rebuild(agents=[reader])
+    session = engine.create_session("forge", workspace=emulated.workspace)
+    before = engine.store.dump()
+    await emulated.script(
+        {
+            "text": "",
+            "tool_calls": [
+                {"name": "list_files", "input": {"path": "src"}},
+                {"name": "grep", "input": {"pattern": "x"}},
+            ],
+        }
+    )
+    result = await engine.generate(session.id, "Outline?", tools_policy=ToolsPolicy.EXECUTE_ONCE)
+    assert [(r.is_error, r.text) for r in result.tool_results] == [
+        (False, "src/app.py\nsrc/util.py"),
+        (True, "ToolError: tool 'grep' is not permitted for this agent"),
+    ]
+    assert len(await emulated.requests()) == 1 and engine.store.dump() == before

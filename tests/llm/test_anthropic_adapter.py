@@ -1180,3 +1180,17 @@ async def test_real_socket_connection_refused_is_a_connection_error() -> None:
     ) as llm:
         with pytest.raises(ProviderConnectionError, match="ConnectError"):
             await llm.generate(emu_req())
+
+
+def test_prewarm_with_manual_thinking_sends_the_smallest_valid_max_tokens() -> None:
+    """max_tokens 0 is rejected with manual extended thinking; budget + 1 is the least
+    the API accepts, so the lowering sends that instead."""
+    request = LLMRequest(
+        model="claude-sonnet-4-6",
+        messages=(LLMMessage(role="user", content=(TextContent(text="hi"),)),),
+        max_output_tokens=0,
+        provider_options={"anthropic": {"thinking": {"type": "enabled", "budget_tokens": 2048}}},
+    )
+    assert lower_request(request)["max_tokens"] == 2049
+    plain = request.model_copy(update={"provider_options": {}})
+    assert lower_request(plain)["max_tokens"] == 0

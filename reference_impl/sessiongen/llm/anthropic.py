@@ -70,6 +70,9 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
     engine carries session identity in `request.headers`, which the client sends as headers.
     Reasoning without a signature is dropped, since the API rejects unsigned thinking blocks;
     a cache mark on reasoning is dropped too, since thinking blocks cannot carry one.
+    `max_output_tokens == 0` (pre-warming) is sent as is, except with manual extended
+    thinking, which rejects it and needs max_tokens above the thinking budget: then the
+    smallest valid value, budget + 1, is sent.
     """
     body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_output_tokens}
     if request.system:
@@ -80,6 +83,9 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
     if request.tool_choice is not None:
         body["tool_choice"] = _lower_tool_choice(request.tool_choice)
     body.update(request.provider_options.get("anthropic", {}))
+    thinking = body.get("thinking") or {}
+    if body["max_tokens"] == 0 and thinking.get("type") == "enabled":
+        body["max_tokens"] = int(thinking.get("budget_tokens", 1024)) + 1
     return body
 
 

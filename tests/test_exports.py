@@ -51,6 +51,7 @@ PUBLIC = [
     "Usage",
     "no_cache",
     "opencode_default",
+    "previous_tail",
 ]
 
 

@@ -3,7 +3,7 @@
 Prototypes import from here; everything else is internal and may move.
 """
 
-from .cache_policy import CachePolicy, no_cache, opencode_default
+from .cache_policy import CachePolicy, no_cache, opencode_default, previous_tail
 from .context import SessionContext, Snapshot
 from .engine import SessionEngine
 from .errors import (
@@ -92,4 +92,5 @@ __all__ = [
     "Usage",
     "no_cache",
     "opencode_default",
+    "previous_tail",
 ]

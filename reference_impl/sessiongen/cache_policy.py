@@ -1,8 +1,13 @@
 """Cache breakpoint policies: where a prepared request asks the provider to cache.
 
 A policy is a function from a request (and the index of the block the tail breakpoint
-anchors to) to the same request with `cache` marks placed. `opencode_default` places, within
-a budget of four: the last tool, the first and last system parts, and the anchor block.
+anchors to) to the same request with `cache` marks placed, within the provider's budget of
+four. `opencode_default`: the last tool, the first and last system parts, the anchor block.
+`previous_tail`: the last tool, the last system part, the block that ended the previous
+request (the one before the last assistant message), and the anchor block; the extra mark
+lets a request that adds 20 or more blocks (a tool-heavy Step) still find the previous
+request's entry, which the provider's 20-block lookback from the tail alone cannot reach.
+Extra breakpoints add no cost: writes are billed up to the last breakpoint either way.
 """
 
 from __future__ import annotations
@@ -39,28 +44,66 @@ def block_count(messages: tuple[LLMMessage, ...]) -> int:
     return sum(len(m.content) for m in messages)
 
 
-def opencode_default(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRequest:
-    """Last tool, first and last system part, and the tail (anchor) block."""
+def previous_request_tail(messages: tuple[LLMMessage, ...]) -> int | None:
+    """The block that ended the previous request: the one before the last assistant message."""
+    position = 0
+    start: int | None = None
+    for message in messages:
+        if message.role == "assistant":
+            start = position
+        position += len(message.content)
+    return None if start is None or start == 0 else start - 1
+
+
+def _place(
+    request: LLMRequest,
+    *,
+    system_parts: set[int],
+    message_blocks: list[int],
+    ttl: CacheTTL,
+) -> LLMRequest:
+    """Mark the last tool, then system parts, then message blocks, within the budget."""
     mark = CacheMark(ttl=ttl)
     budget = MAX_BREAKPOINTS
     tools = list(request.tools)
     if tools:
         tools[-1] = tools[-1].model_copy(update={"cache": mark})
         budget -= 1
+    total = block_count(request.messages)
+    blocks = sorted({b for b in message_blocks if 0 <= b < total})
     system = list(request.system)
-    for i in sorted({0, len(system) - 1} if system else set()):
-        if budget > 1:  # always keep one for the tail
+    for i in sorted(p for p in system_parts if 0 <= p < len(system)):
+        if budget > len(blocks):  # the message blocks come first
             system[i] = system[i].model_copy(update={"cache": mark})
             budget -= 1
     messages = request.messages
-    total = block_count(messages)
-    if total and budget > 0:
-        target = total - 1 if anchor is None else anchor
-        if 0 <= target < total:
-            messages = _mark_block(messages, target, mark)
+    for block in blocks[-budget:] if budget else []:
+        messages = _mark_block(messages, block, mark)
     return request.model_copy(
         update={"tools": tuple(tools), "system": tuple(system), "messages": messages}
     )
+
+
+def _tail(request: LLMRequest, anchor: int | None) -> int:
+    return block_count(request.messages) - 1 if anchor is None else anchor
+
+
+def opencode_default(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRequest:
+    """Last tool, first and last system part, and the tail (anchor) block."""
+    return _place(
+        request,
+        system_parts={0, len(request.system) - 1},
+        message_blocks=[_tail(request, anchor)],
+        ttl=ttl,
+    )
+
+
+def previous_tail(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRequest:
+    """Last tool, last system part, the previous request's tail, and the tail (anchor)."""
+    tail = _tail(request, anchor)
+    previous = previous_request_tail(request.messages)
+    blocks = [tail] if previous is None or previous >= tail else [previous, tail]
+    return _place(request, system_parts={len(request.system) - 1}, message_blocks=blocks, ttl=ttl)
 
 
 def no_cache(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRequest:

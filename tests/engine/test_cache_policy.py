@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sessiongen import LLMRequest, no_cache, opencode_default
+from sessiongen import CachePolicy, LLMRequest, no_cache, opencode_default, previous_tail
 from sessiongen.lab import emulator_lab
 from sessiongen.llm.types import (
     CacheMark,
@@ -84,3 +84,40 @@ async def test_a_swapped_policy_reaches_the_wire(tmp_path: Path) -> None:
                     and system_marked == []
                     and logged["usage"]["cache_creation_input_tokens"] > 0
                 )
+
+
+def test_previous_tail_marks_the_block_before_the_last_assistant_message() -> None:
+    marked = previous_tail(_request(messages=5), anchor=None, ttl="5m")
+    # messages alternate user/assistant: the last assistant is message 3, so message 2 ended
+    # the previous request; message 4 is the tail.
+    assert _marks(marked) == ["tool:b", "system:1", "message:2", "message:4"]
+
+
+async def _tool_heavy_step_reads(
+    tmp_path: Path, policy: CachePolicy, calls: int
+) -> tuple[int, int]:
+    """(tokens the loop's first request cached, tokens its second request read back)."""
+    async with emulator_lab(tmp_path) as lab:
+        engine = lab.rebuild(cache_policy=policy)
+        session = engine.create_session("forge", workspace=lab.workspace)
+        await lab.script(
+            {"text": "", "tool_calls": [{"name": "list_files", "input": {}}] * calls},
+            {"text": "done"},
+        )
+        await engine.run(session.id, "Explore the repository.")
+        first, second = [r["usage"] for r in (await lab.requests())[-2:]]
+        return first["cache_read_input_tokens"] + first["cache_creation_input_tokens"], second[
+            "cache_read_input_tokens"
+        ]
+
+
+async def test_a_step_that_adds_20_blocks_misses_with_the_tail_alone(tmp_path: Path) -> None:
+    """Ten tool calls add 21 blocks (10 tool_use, 10 tool_result, the prompt is the previous
+    tail): the 20-block lookback from the new tail cannot reach the previous entry, so the
+    opencode default falls back to the system breakpoint; previous_tail reads it all."""
+    cached, read = await _tool_heavy_step_reads(tmp_path / "opencode", opencode_default, 10)
+    assert read < cached
+    cached, read = await _tool_heavy_step_reads(tmp_path / "previous", previous_tail, 10)
+    assert read == cached
+    cached, read = await _tool_heavy_step_reads(tmp_path / "short", opencode_default, 5)
+    assert read == cached  # a short step is within the window either way

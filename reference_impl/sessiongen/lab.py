@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 from .cache_policy import CachePolicy, opencode_default
 from .emulator import create_app
@@ -61,7 +61,7 @@ class EmulatorLab:
     """An engine on the emulator; `admin` talks to the emulator's `/_emulator` endpoints."""
 
     engine: SessionEngine
-    admin: httpx.AsyncClient
+    admin: httpx2.AsyncClient
     llm: AnthropicLLMClient
     workspace: Path
 
@@ -122,12 +122,12 @@ async def emulator_lab(
     """A lab over a fresh in-process emulator and store; the workspace gets the demo files."""
     write_workspace(workspace)
     app = create_app()
-    transport = httpx.ASGITransport(app=app)
+    transport = httpx2.ASGITransport(app=app)
     async with (
-        httpx.AsyncClient(transport=transport, base_url=BASE_URL) as admin,
+        httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as admin,
         AnthropicLLMClient(
             api_key="lab",
-            http_client=httpx.AsyncClient(transport=transport, base_url=BASE_URL),
+            http_client=httpx2.AsyncClient(transport=transport, base_url=BASE_URL),
             max_retries=max_retries,
         ) as llm,
     ):

@@ -48,3 +48,36 @@ async def test_compaction_replaces_active_history(
     assert compaction_request.tools == recording.requests[0].tools
     assert compaction_request.system == recording.requests[0].system
     assert record.calls == len(recording.requests) - 1
+
+
+async def test_compaction_reads_the_cached_prefix_on_the_emulator(tmp_path: Path) -> None:
+    """Compaction goes through the shared preparation (tools, system, history kept), so its
+    provider call reads the prefix the last Step cached instead of paying for it again."""
+    from sessiongen.lab import emulator_lab
+    from sessiongen.sample import SAMPLE_AGENT
+
+    tight = SAMPLE_AGENT.model_copy(
+        update={
+            "model": ModelRef(id="claude-sonnet-4-6", context_window=4000),
+            "max_output_tokens": 512,
+        }
+    )
+    async with emulator_lab(tmp_path, agents=[tight]) as lab:
+        session = lab.engine.create_session("forge", workspace=lab.workspace)
+        for turn in range(12):
+            await lab.script({"text": f"Answer {turn}. " + "Many details follow. " * 30})
+            await lab.engine.run(session.id, f"Question {turn}?")
+            if lab.engine.store.dump()["compactions"]:
+                break
+        assert lab.engine.store.dump()["compactions"], "history never reached the threshold"
+        logged = await lab.requests()
+        compaction = next(
+            i
+            for i, r in enumerate(logged)
+            if "Summarise this conversation" in str(r["body"]["messages"][-1])
+        )
+        before, call = logged[compaction - 1]["usage"], logged[compaction]["usage"]
+        assert (
+            call["cache_read_input_tokens"]
+            == before["cache_read_input_tokens"] + before["cache_creation_input_tokens"]
+        )

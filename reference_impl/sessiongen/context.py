@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .errors import AgentNotFound
 from .instructions import AssembledInstructions, assemble, resolve
-from .model import Agent, Message, PendingInput, Session, Usage
+from .model import Agent, Message, PendingInput, Session
 from .store import SessionStore
 from .tools import Tool, ToolRegistry
 from .transcript import active_history
@@ -29,7 +29,6 @@ class Snapshot:
     history: tuple[Message, ...]
     revision: int
     pending: tuple[PendingInput, ...]
-    usage: Usage
 
 
 class SessionContext:
@@ -54,5 +53,4 @@ class SessionContext:
             history=active_history(record.messages),
             revision=record.session.revision,
             pending=record.pending,
-            usage=record.usage,
         )

@@ -46,18 +46,16 @@ class SessionRunner:
             )
         return len(stale)
 
-    def _commit_instructions(self, snapshot: Snapshot) -> None:
+    def _commit_instructions(self, snapshot: Snapshot) -> bool:
+        """Commit the assembled instruction state if it changed; True if it wrote."""
         assembled = snapshot.instructions
-        if assembled.needs_commit:
-            self.store.append(
-                snapshot.session.id,
-                lambda revision: [commit_event(assembled, f"msg_{revision + 1:06d}")],
-            )
-
-    def _promote(self, session_id: str) -> None:
-        pending = self.store.read(session_id).pending
-        if pending:
-            self.store.append(session_id, lambda revision: promotion_events(pending, revision))
+        if not assembled.needs_commit:
+            return False
+        self.store.append(
+            snapshot.session.id,
+            lambda revision: [commit_event(assembled, f"msg_{revision + 1:06d}")],
+        )
+        return True
 
     async def drain(self, session_id: str) -> DrainResult:
         self.recover(session_id)
@@ -68,19 +66,24 @@ class SessionRunner:
             step += 1
             # Instructions before promotion, so an update sits before the prompt it
             # accompanies, exactly where session.generate puts its transient update.
-            self._commit_instructions(self.context.select(session_id))
-            # Compact before promotion, so the new prompt stays verbatim after the summary.
             snapshot = self.context.select(session_id)
-            incoming = tuple(
-                UserMessage(id=p.id, parts=(TextPart(text=p.text),)) for p in snapshot.pending
-            )
+            if self._commit_instructions(snapshot):
+                snapshot = self.context.select(session_id)
+            # Compact before promotion, so the new prompt stays verbatim after the summary.
+            pending = snapshot.pending
+            incoming = tuple(UserMessage(id=p.id, parts=(TextPart(text=p.text),)) for p in pending)
             probe = self.preparation.build(
                 snapshot, operation="step", step=step, transient=incoming
             )
-            if compaction_required(snapshot, probe):
+            compacted = compaction_required(snapshot, probe)
+            if compacted:
                 await compact(self.store, self.llm, self.preparation, snapshot)
-            self._promote(session_id)
-            snapshot = self.context.select(session_id)
+            if pending:
+                self.store.append(
+                    session_id, lambda rev, items=pending: promotion_events(items, rev)
+                )
+            if compacted or pending:
+                snapshot = self.context.select(session_id)
             request = self.preparation.prepare(snapshot, operation="step", step=step)
             model = snapshot.agent.model.id
 

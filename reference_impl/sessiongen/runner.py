@@ -4,6 +4,7 @@ continuing while the model calls tools, up to the agent's step limit. Orchestrat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from .admission import promotion_events
 from .compaction import compact, compaction_required
@@ -79,9 +80,7 @@ class SessionRunner:
             if compacted:
                 await compact(self.store, self.llm, self.preparation, snapshot)
             if pending:
-                self.store.append(
-                    session_id, lambda rev, items=pending: promotion_events(items, rev)
-                )
+                self.store.append(session_id, partial(promotion_events, pending))
             if compacted or pending:
                 snapshot = self.context.select(session_id)
             request = self.preparation.prepare(snapshot, operation="step", step=step)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,7 @@ class Tool:
     run: Callable[[Path, Any], str]
 
     def definition(self) -> ToolDefinition:
-        schema = self.args.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return ToolDefinition(name=self.name, description=self.description, input_schema=schema)
+        return _definition(self.name, self.description, self.args)
 
     def execute(self, workspace: Path, arguments: dict[str, Any]) -> str:
         """Run the tool; every failure is a ToolError subclass."""
@@ -71,6 +68,17 @@ class Tool:
             raise
         except Exception as exc:
             raise ToolExecutionFailed(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+
+
+@cache
+def _definition(name: str, description: str, args: type[_Args]) -> ToolDefinition:
+    """The wire definition, built once per tool: schema generation is not free and every
+    request preparation needs it."""
+    schema = args.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return ToolDefinition(name=name, description=description, input_schema=schema)
 
 
 def resolve_inside(workspace: Path, relative: str) -> Path:

@@ -89,11 +89,11 @@ async def measure_tools_policy(
         result = await lab.engine.generate(sid, RECAP_PROMPT, tools_policy=policy)
         logged = (await lab.requests())[-1]
         body = logged["body"]
+        # The body as the emulator received it; headers and cache key as generate set them.
+        sent = lab.engine.generator.prepare(sid, RECAP_PROMPT, tools_policy=policy).request
         wire_step = WireRequest.of(step)
         wire_generate = WireRequest(
-            {k: v for k, v in body.items() if k != "stream"},
-            wire_step.headers,
-            wire_step.prompt_cache_key,
+            {k: v for k, v in body.items() if k != "stream"}, sent.headers, sent.prompt_cache_key
         )
         usage = LoggedUsage.of(logged)
         return PolicyRow(

@@ -1,14 +1,22 @@
 """The one deterministic token counter, shared by the engine and the emulator.
 
 It is an approximation, not a real tokenizer: a text costs one token per started group of
-four UTF-8 bytes. JSON values (tool inputs, input schemas) are counted on their canonical
-serialisation (sorted keys, no spaces). Every block of a request is counted on its own, so
-the cache model's per-block prefix sums and the engine's overflow check agree exactly.
+four UTF-8 bytes. JSON values (tool inputs, input schemas, blocks with no text of their own
+such as images) are counted on their canonical serialisation (sorted keys, no spaces).
+
+Counting is defined on the Messages wire body, position by position: `count_tool_definition_
+tokens` for one entry of `tools`, `count_content_tokens` for one system or message content
+block (the only function that counts a content block). The cache model's flattening counts
+every position with these, and the engine counts an `LLMRequest` by lowering it to that wire
+body first (`count_request_tokens`), so the engine's overflow check, the emulator's
+`count_tokens` and the cache's prefix sums agree exactly; whatever the lowering drops (for
+example reasoning without a signature) costs nothing on either side.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -41,14 +49,66 @@ def count_tool_call_tokens(name: str, tool_input: dict[str, Any]) -> int:
     return count_text_tokens(name) + count_json_tokens(tool_input)
 
 
-def count_request_tokens(request: LLMRequest) -> int:
-    """Input tokens of a provider-neutral request, block by block."""
-    total = sum(count_tool_tokens(t.name, t.description, t.input_schema) for t in request.tools)
-    total += sum(count_text_tokens(part.text) for part in request.system)
-    for message in request.messages:
-        for block in message.content:
-            if block.type == "tool_call":
-                total += count_tool_call_tokens(block.name, block.input)
-            else:
-                total += count_text_tokens(block.text)
+def _without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:
+    # A breakpoint marker is an instruction, not content: it costs nothing.
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
+def content_blocks(content: Any) -> list[dict[str, Any]]:
+    """The content blocks of a wire `content` or `system` value: a plain string is one text
+    block (so both spellings count and hash the same); None is none."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [dict(b) for b in content]
+
+
+def count_content_tokens(block: Mapping[str, Any]) -> int:
+    """Tokens of one wire content block (a system block, a message block, a reply block)."""
+    kind = block.get("type", "text")
+    if kind == "text":
+        return count_text_tokens(str(block.get("text", "")))
+    if kind in ("tool_use", "server_tool_use"):
+        return count_tool_call_tokens(str(block.get("name", "")), dict(block.get("input") or {}))
+    if kind == "tool_result":
+        return sum(count_content_tokens(sub) for sub in content_blocks(block.get("content")))
+    if kind == "thinking":
+        return count_text_tokens(str(block.get("thinking", "")))
+    if kind == "redacted_thinking":
+        return count_text_tokens(str(block.get("data", "")))
+    source = block.get("source")
+    if kind == "document" and isinstance(source, Mapping) and source.get("type") == "text":
+        return count_text_tokens(str(source.get("data", "")))
+    # Images and everything else: the canonical JSON of the block (no pixel-based estimate).
+    return count_json_tokens(_without_cache_control(block))
+
+
+def count_tool_definition_tokens(tool: Mapping[str, Any]) -> int:
+    """Tokens of one wire `tools` entry: name, description and schema of a custom tool, the
+    canonical JSON of anything else (server tools)."""
+    if "input_schema" in tool:
+        return count_tool_tokens(
+            str(tool.get("name", "")),
+            str(tool.get("description") or ""),
+            dict(tool["input_schema"]),
+        )
+    return count_json_tokens(_without_cache_control(tool))
+
+
+def count_body_tokens(body: Mapping[str, Any]) -> int:
+    """Input tokens of a Messages wire body: the sum over its positions, tools then system
+    blocks then message content blocks (what `count_tokens` answers)."""
+    total = sum(count_tool_definition_tokens(tool) for tool in body.get("tools") or [])
+    total += sum(count_content_tokens(block) for block in content_blocks(body.get("system")))
+    for message in body.get("messages") or []:
+        total += sum(count_content_tokens(b) for b in content_blocks(message.get("content")))
     return total
+
+
+def count_request_tokens(request: LLMRequest) -> int:
+    """Input tokens of a provider-neutral request: its lowered wire body, counted."""
+    # Imported here: the llm package imports this module (the scripted client counts usage).
+    from .llm.anthropic import lower_request  # Anthropic is the only provider today
+
+    return count_body_tokens(lower_request(request))

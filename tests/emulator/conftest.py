@@ -3,6 +3,7 @@ in-process ASGI transport and over a real loopback socket (one uvicorn server pe
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,8 @@ from sessiongen.emulator import BackgroundServer, EmulatorState, create_app
 ASGI_URL = "http://emulator"
 MODEL = "claude-sonnet-4-6"  # minimum cacheable prompt 1,024 tokens; rejects prefill
 PREFILL_MODEL = "claude-opus-4-1"  # minimum 1,024; accepts prefill; not deprecated in the SDK
+POLL_ROUNDS = 2000  # x POLL_INTERVAL: a generous bound, reached only when a test is broken
+POLL_INTERVAL = 0.005
 
 
 def filler(tokens: int, tag: str) -> str:
@@ -74,6 +77,33 @@ class Emu:
     async def fault(self, **spec: Any) -> None:
         response = await self.admin.post("/_emulator/faults", json=spec)
         response.raise_for_status()
+
+    async def hold(self, count: int) -> dict[str, int]:
+        response = await self.admin.post("/_emulator/hold", json={"count": count})
+        response.raise_for_status()
+        status: dict[str, int] = response.json()
+        return status
+
+    async def hold_status(self) -> dict[str, int]:
+        response = await self.admin.get("/_emulator/hold")
+        response.raise_for_status()
+        status: dict[str, int] = response.json()
+        return status
+
+    async def release(self) -> int:
+        response = await self.admin.post("/_emulator/release")
+        response.raise_for_status()
+        released: int = response.json()["released"]
+        return released
+
+    async def until_waiting(self, waiting: int) -> None:
+        """Poll `GET /_emulator/hold` until exactly `waiting` requests are held. A poll, not
+        a timing guess: each round yields to the event loop so in-process requests advance."""
+        for _ in range(POLL_ROUNDS):
+            if (await self.hold_status())["waiting"] == waiting:
+                return
+            await asyncio.sleep(POLL_INTERVAL)
+        raise AssertionError(f"never saw {waiting} held requests: {await self.hold_status()}")
 
     async def requests(self) -> list[dict[str, Any]]:
         response = await self.admin.get("/_emulator/requests")

@@ -3,10 +3,12 @@ the lower-level `CacheStore.apply` on synthetic blocks, the model catalog and pr
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import anthropic
 import pytest
+import sessiongen.cache
 from sessiongen.cache import (
     LOOKBACK_WINDOW,
     CacheControlError,
@@ -18,7 +20,9 @@ from sessiongen.cache import (
     flatten_request,
     get_model,
     list_models,
+    prefix,
     price,
+    store,
     token_counts,
 )
 from sessiongen.cache.catalog import UnknownModel
@@ -336,3 +340,73 @@ def test_cost_of_the_docs_usage_example() -> None:
     assert cost_breakdown(usage, "claude-sonnet-4-6").cache_write_1h == pytest.approx(600 / 1e6)
     legacy = {"input_tokens": 1, "cache_creation_input_tokens": 10, "output_tokens": 0}
     assert token_counts(legacy)["cache_write_5m"] == 10
+
+
+# Everything `sessiongen.cache` exported before model.py was split into prefix.py and store.py.
+CACHE_EXPORTS = {
+    "LOOKBACK_WINDOW",
+    "MAX_BREAKPOINTS",
+    "TTL",
+    "TTL_SECONDS",
+    "Block",
+    "BreakpointOutcome",
+    "CacheControlError",
+    "CacheEntry",
+    "CacheResult",
+    "CacheStore",
+    "CacheUsage",
+    "CostBreakdown",
+    "FlatBlock",
+    "ModelInfo",
+    "PreparedRequest",
+    "Price",
+    "UnknownModel",
+    "check_breakpoints",
+    "cost",
+    "cost_breakdown",
+    "flatten_request",
+    "get_model",
+    "is_known_model",
+    "list_models",
+    "messages_settings",
+    "price",
+    "system_settings",
+    "token_counts",
+    "uncached_usage",
+}
+
+
+def test_the_cache_package_exports_the_same_names() -> None:
+    """The split keeps every name (plus `override_model`), each defined in prefix.py or
+    store.py; the old module is gone."""
+    package = sessiongen.cache
+    assert set(package.__all__) == CACHE_EXPORTS | {"override_model"}
+    assert all(hasattr(package, name) for name in package.__all__)
+    assert package.flatten_request is prefix.flatten_request
+    assert package.CacheStore is store.CacheStore
+    assert importlib.util.find_spec("sessiongen.cache.model") is None
+
+
+def test_billing_partitions_the_prompt() -> None:
+    """`CacheUsage.total_input_tokens` (the cache side's one total) is the whole prompt,
+    whatever the mix of reads, 1h writes, 5m writes and uncached input."""
+    request = flatten_request(
+        body(
+            system=[
+                {
+                    "type": "text",
+                    "text": "s" * 4400,
+                    "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                },
+                {"type": "text", "text": "t" * 4400, "cache_control": {"type": "ephemeral"}},
+            ],
+            messages=[{"role": "user", "content": "u" * 400}],
+        )
+    )
+    cache = CacheStore()
+    first = cache.process(request, now=0.0).usage
+    second = cache.process(request, now=1.0).usage
+    assert (first.ephemeral_1h_input_tokens, first.ephemeral_5m_input_tokens) == (1100, 1100)
+    assert (second.cache_read_input_tokens, second.input_tokens) == (2200, 100)
+    for usage in (first, second):
+        assert usage.total_input_tokens == request.total_tokens == 2300

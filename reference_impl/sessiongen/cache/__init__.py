@@ -1,27 +1,36 @@
 """The one prompt-cache and pricing model, shared by the emulator and the trace simulator."""
 
-from .catalog import ModelInfo, UnknownModel, get_model, is_known_model, list_models
-from .model import (
-    LOOKBACK_WINDOW,
+from .catalog import (
+    ModelInfo,
+    UnknownModel,
+    get_model,
+    is_known_model,
+    list_models,
+    override_model,
+)
+from .prefix import (
     MAX_BREAKPOINTS,
     TTL,
-    TTL_SECONDS,
     Block,
-    BreakpointOutcome,
     CacheControlError,
-    CacheEntry,
-    CacheResult,
-    CacheStore,
-    CacheUsage,
     FlatBlock,
     PreparedRequest,
     check_breakpoints,
     flatten_request,
     messages_settings,
     system_settings,
-    uncached_usage,
 )
 from .pricing import CostBreakdown, Price, cost, cost_breakdown, price, token_counts
+from .store import (
+    LOOKBACK_WINDOW,
+    TTL_SECONDS,
+    BreakpointOutcome,
+    CacheEntry,
+    CacheResult,
+    CacheStore,
+    CacheUsage,
+    uncached_usage,
+)
 
 __all__ = [
     "LOOKBACK_WINDOW",
@@ -49,6 +58,7 @@ __all__ = [
     "is_known_model",
     "list_models",
     "messages_settings",
+    "override_model",
     "price",
     "system_settings",
     "token_counts",

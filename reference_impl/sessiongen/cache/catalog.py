@@ -4,7 +4,9 @@ from `models.json`, with alias resolution."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -66,6 +68,29 @@ def get_model(model: str) -> ModelInfo:
         return _catalog()[model]
     except KeyError:
         raise UnknownModel(model) from None
+
+
+@contextmanager
+def override_model(model: str, **changes: Any) -> Iterator[ModelInfo]:
+    """Change a catalogued model's facts (e.g. `context_window=1200`) inside a `with` block,
+    under its id and every alias, and restore them on exit; yields the changed facts.
+
+    For experiments and tests: the catalog is the one source of these facts, so the engine
+    (compaction, overflow checks) and an emulator in the same process both see the change.
+    """
+    original = get_model(model)
+    if {"id", "aliases"} & changes.keys():
+        raise ValueError("override_model changes a model's facts, not its names")
+    changed = replace(original, **changes)
+    table = _catalog()
+    names = (original.id, *original.aliases)
+    for name in names:
+        table[name] = changed
+    try:
+        yield changed
+    finally:
+        for name in names:
+            table[name] = original
 
 
 def is_known_model(model: str) -> bool:

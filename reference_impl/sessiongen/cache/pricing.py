@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..llm.anthropic_wire import usage_from_anthropic
 from .catalog import UnknownModel, _load_json, get_model
+from .store import CacheUsage
 
 PER_TOKENS = 1_000_000
 
@@ -57,33 +59,23 @@ def price(model: str) -> Price:
     return prices[canonical]
 
 
-def _field(usage: Mapping[str, Any] | object, name: str) -> int:
-    value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-    return int(value) if isinstance(value, int | float) else 0
-
-
 def token_counts(usage: Mapping[str, Any] | object) -> dict[str, int]:
     """Token counts by billed kind from an API usage dict, an SDK `Usage` or a `CacheUsage`.
 
-    When the per-TTL split (`cache_creation`) is missing, every write is taken as a 5m write,
-    which is what the API did before 1h caching existed.
+    Read by the one usage rule, `usage_from_anthropic`: when the per-TTL split
+    (`cache_creation`) is missing, every write is taken as a 5m write, which is what the API
+    did before 1h caching existed.
     """
-    split = usage.get("cache_creation") if isinstance(usage, Mapping) else None
-    if split is None and not isinstance(usage, Mapping):
-        split = getattr(usage, "cache_creation", None)
-    writes = _field(usage, "cache_creation_input_tokens")
-    if split is not None:
-        w5m = _field(split, "ephemeral_5m_input_tokens")
-        w1h = _field(split, "ephemeral_1h_input_tokens")
-    else:
-        w5m = _field(usage, "ephemeral_5m_input_tokens") or writes
-        w1h = _field(usage, "ephemeral_1h_input_tokens")
+    if isinstance(usage, CacheUsage):
+        # Its TTL split sits in flat fields; the API spelling carries it as `cache_creation`.
+        usage = usage.to_api()
+    counts = usage_from_anthropic(usage)
     return {
-        "input": _field(usage, "input_tokens"),
-        "cache_write_5m": w5m,
-        "cache_write_1h": w1h,
-        "cache_read": _field(usage, "cache_read_input_tokens"),
-        "output": _field(usage, "output_tokens"),
+        "input": counts.input_tokens,
+        "cache_write_5m": counts.cache_write_5m_tokens,
+        "cache_write_1h": counts.cache_write_1h_tokens,
+        "cache_read": counts.cache_read_tokens,
+        "output": counts.output_tokens,
     }
 
 

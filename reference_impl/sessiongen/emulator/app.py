@@ -13,12 +13,16 @@ from starlette.exceptions import HTTPException
 
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
 from .responder import build_reply
-from .state import EmulatorState, FaultSpec, ScriptedResponse
+from .state import EmulatorState, FaultSpec, Hold, ScriptedResponse
 from .streaming import SSEResponse, message_events
 from .validation import validate_count_tokens, validate_messages
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+# How often a held request looks at its release flag. Polling a thread-safe flag works both
+# in-process (the test's own event loop) and under uvicorn in another thread.
+HOLD_POLL_SECONDS = 0.002
+RESET_WHILE_HELD = "The emulator was reset while this request was held."
 
 
 class ClockUpdate(BaseModel):
@@ -46,6 +50,12 @@ class ConfigUpdate(BaseModel):
     ttft: float = Field(ge=0)
 
 
+class HoldUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(ge=1)
+
+
 def _parse_body(raw: bytes) -> tuple[Any, bool]:
     """(body, parsed): the JSON value, or the raw text when it is not JSON (kept for the
     request log, which records bodies as received)."""
@@ -68,6 +78,19 @@ def _error_response(
     )
 
 
+def _headers(request: Request) -> dict[str, str]:
+    """The request headers by lower-case name; a repeated header's values joined by ", "."""
+    return {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
+
+
+async def _wait(state: EmulatorState, hold: Hold) -> None:
+    try:
+        while not hold.released.is_set():
+            await asyncio.sleep(HOLD_POLL_SECONDS)
+    finally:
+        state.drop_hold(hold)  # a cancelled request stops counting as waiting
+
+
 async def _handle(
     state: EmulatorState, request: Request, path: str
 ) -> Response:  # one code path for both endpoints, so faults and logging behave the same
@@ -86,9 +109,20 @@ async def _handle(
             status=status,
             usage=usage,
             stream=stream,
+            headers=_headers(request),
+            raw_body=raw,
         )
 
+    # Id, start time and fault follow arrival order; everything after the hold (validation,
+    # cache, script, log, reply) happens only on release, so a held request has not written
+    # the cache yet.
     fault = state.take_fault()
+    hold = state.take_hold() if path == MESSAGES_PATH else None
+    if hold is not None:
+        await _wait(state, hold)
+        if hold.by_reset:
+            # It belongs to the state before the reset: it touches nothing and is not logged.
+            return _error_response(500, request_id, RESET_WHILE_HELD)
     if fault is not None and fault.effective_status != 200:
         # A failed request never reaches the cache: the error is decided before any work.
         status = fault.effective_status
@@ -214,6 +248,19 @@ def create_app(state: EmulatorState | None = None) -> FastAPI:
                 for e in emulator.cache.entries()
             ],
         }
+
+    @app.get("/_emulator/hold")
+    async def hold_status() -> dict[str, int]:
+        return emulator.hold_status()
+
+    @app.post("/_emulator/hold")
+    async def hold(update: HoldUpdate) -> dict[str, int]:
+        emulator.add_holds(update.count)
+        return emulator.hold_status()
+
+    @app.post("/_emulator/release")
+    async def release() -> dict[str, int]:
+        return {"released": emulator.release_holds()}
 
     @app.post("/_emulator/reset")
     async def reset() -> dict[str, bool]:

@@ -5,20 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# AD:api/errors. 503 is not in Anthropic's table; it is answered as a generic api_error.
-ERROR_TYPES: Mapping[int, str] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    409: "conflict_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
+# The status -> error type table (AD:api/errors) is the adapter's too, so it lives in the LLM
+# layer. 503 is not in Anthropic's table; error_type_for answers it as a generic api_error.
+from ..llm.anthropic_wire import ERROR_TYPES as ERROR_TYPES
 
 DEFAULT_MESSAGES: Mapping[int, str] = {
     400: "Invalid request",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..tokens import BYTES_PER_TOKEN, count_text_tokens, count_tool_call_tokens
+from ..tokens import BYTES_PER_TOKEN, count_content_tokens, count_text_tokens
 from .state import ScriptedResponse, ScriptedToolCall
 
 ECHO_PREFIX = "Emulated reply to: "
@@ -99,7 +99,7 @@ def build_reply(
         thinking = fit(script.thinking, budget)
         truncated = thinking != script.thinking
         content.append({"type": "thinking", "thinking": thinking, "signature": THINKING_SIGNATURE})
-        used += count_text_tokens(thinking)
+        used += count_content_tokens(content[-1])
     if not truncated and script.text:
         text, stop_sequence = _stop_at_sequence(script.text, body.get("stop_sequences") or [])
         fitted = fit(text, budget - used)
@@ -107,21 +107,16 @@ def build_reply(
             truncated, stop_sequence = True, None
         if fitted:
             content.append({"type": "text", "text": fitted})
-            used += count_text_tokens(fitted)
+            used += count_content_tokens(content[-1])
     if not truncated and stop_sequence is None:
         for call in script.tool_calls:
-            cost = count_tool_call_tokens(call.name, call.input)
+            block = {"type": "tool_use", "id": "", "name": call.name, "input": call.input}
+            cost = count_content_tokens(block)  # the id is not counted
             if used + cost > budget:
                 truncated = True
                 break
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": call.id or new_tool_use_id(),
-                    "name": call.name,
-                    "input": call.input,
-                }
-            )
+            # The id is drawn only for a call that fits, so ids stay consecutive.
+            content.append({**block, "id": call.id or new_tool_use_id()})
             used += cost
 
     if truncated:

@@ -30,7 +30,25 @@ def _config(state: EmulatorState | None, host: str, port: int, log_level: str) -
 
 
 def serve(host: str = "127.0.0.1", port: int = 8765, state: EmulatorState | None = None) -> None:
-    """Serve the emulator until interrupted (what `sessiongen emulator` calls)."""
+    """Serve the emulator until interrupted (what `sessiongen emulator` calls).
+
+    Raises `ValueError` for a port outside 1..65535 and `OSError` when `host:port` cannot
+    be bound (address in use, unknown host), before serving; uvicorn itself would log the
+    failure and exit the process instead.
+    """
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port must be from 1 to 65535, got {port}")
+    # Bind and release every address uvicorn's asyncio server will bind, with the same
+    # options (SO_REUSEADDR, v6-only), so the probe refuses exactly what uvicorn would.
+    # A port taken in the instant between probe and serve still ends in uvicorn's exit.
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            probe.bind(address)
     uvicorn.Server(_config(state, host, port, "info")).run()
 
 

@@ -1,11 +1,15 @@
-"""All mutable emulator state in one object: clock, cache, request log, script queue, faults
-and the deterministic id counters."""
+"""All mutable emulator state in one object: clock, cache, request log, script queue, faults,
+holds and the deterministic id counters."""
 
 from __future__ import annotations
 
+import base64
+import bisect
 import copy
 import threading
 from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -76,6 +80,26 @@ class FaultSpec(BaseModel):
         return 200 if self.cut_after_events is not None or self.error_event else 500
 
 
+# Credentials never reach the log (it is served over HTTP and pasted into bug reports).
+REDACTED_HEADERS = frozenset({"x-api-key", "authorization"})
+REDACTED = "[redacted]"
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """`headers` with lower-case names and the credential headers' values replaced."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return {name: REDACTED if name in REDACTED_HEADERS else v for name, v in lowered.items()}
+
+
+@dataclass(eq=False)  # identity: each hold is one request
+class Hold:
+    """One held request: it waits until `released` is set; `by_reset` says a reset, not a
+    release, let it go (it then answers an error and touches nothing)."""
+
+    released: threading.Event = field(default_factory=threading.Event)
+    by_reset: bool = False
+
+
 class EmulatorState:
     """The one state object behind an emulator app (`app.state.emulator`).
 
@@ -90,8 +114,11 @@ class EmulatorState:
         self._default_ttft = ttft
         self._lock = threading.RLock()
         self._log: list[dict[str, Any]] = []
+        self._log_order: list[int] = []  # the arrival number of each `_log` entry
         self._script: deque[ScriptedResponse] = deque()
         self._faults: deque[list[Any]] = deque()  # [FaultSpec, remaining]
+        self._pending_holds = 0
+        self._held: list[Hold] = []
         self._counters = {"req": 0, "msg": 0, "toolu": 0}
 
     # --- ids -----------------------------------------------------------------------------
@@ -122,9 +149,18 @@ class EmulatorState:
         status: int,
         usage: dict[str, Any] | None,
         stream: bool,
+        headers: Mapping[str, str],
+        raw_body: bytes,
     ) -> None:
+        """Log one request when it completes, at its place in arrival order (a held request
+        completes after later arrivals). Credential headers are redacted here, so no caller
+        can log them; the body bytes are kept base64-encoded, exactly as received."""
         with self._lock:
-            self._log.append(
+            arrival = int(request_id.rsplit("_", 1)[1])  # ids count arrivals (`_next`)
+            at = bisect.bisect(self._log_order, arrival)
+            self._log_order.insert(at, arrival)
+            self._log.insert(
+                at,
                 {
                     "id": request_id,
                     "path": path,
@@ -133,11 +169,13 @@ class EmulatorState:
                     "status": status,
                     "usage": usage,
                     "stream": stream,
-                }
+                    "headers": redact_headers(headers),
+                    "raw_body": base64.b64encode(raw_body).decode("ascii"),
+                },
             )
 
     def requests(self) -> list[dict[str, Any]]:
-        """Every request received, in order (deep copies)."""
+        """Every completed request, in arrival order (deep copies)."""
         with self._lock:
             return copy.deepcopy(self._log)
 
@@ -175,18 +213,58 @@ class EmulatorState:
             fault: FaultSpec = head[0]
             return fault
 
+    # --- holds ---------------------------------------------------------------------------
+
+    def add_holds(self, count: int) -> None:
+        with self._lock:
+            self._pending_holds += count
+
+    def hold_status(self) -> dict[str, int]:
+        """`pending`: holds not yet taken by a request; `waiting`: requests held right now."""
+        with self._lock:
+            return {"pending": self._pending_holds, "waiting": len(self._held)}
+
+    def take_hold(self) -> Hold | None:
+        """A hold for the request arriving now, if one is pending. It counts as waiting from
+        this moment (under the lock), so a caller that sees `waiting` rise knows it is held."""
+        with self._lock:
+            if self._pending_holds == 0:
+                return None
+            self._pending_holds -= 1
+            hold = Hold()
+            self._held.append(hold)
+            return hold
+
+    def release_holds(self, *, by_reset: bool = False) -> int:
+        """Let every held request go; returns how many there were."""
+        with self._lock:
+            held, self._held = self._held, []
+            for hold in held:
+                hold.by_reset = by_reset
+                hold.released.set()
+            return len(held)
+
+    def drop_hold(self, hold: Hold) -> None:
+        """Forget a hold whose request stopped waiting without a release (cancelled)."""
+        with self._lock:
+            if hold in self._held:
+                self._held.remove(hold)
+
     # --- cache ---------------------------------------------------------------------------
 
     def apply_cache(self, request: PreparedRequest, started_at: float) -> CacheResult:
         return self.cache.process(request, now=started_at, ttft=self.ttft)
 
     def reset(self) -> None:
-        """Clear cache, log, script, faults and counters; the clock goes back to 0 and the
-        time-to-first-token to its initial value."""
+        """Clear cache, log, script, faults, holds and counters; the clock goes back to 0 and
+        the time-to-first-token to its initial value. Held requests are let go as reset."""
         with self._lock:
+            self.release_holds(by_reset=True)
+            self._pending_holds = 0
             self.ttft = self._default_ttft
             self.cache.clear()
             self._log.clear()
+            self._log_order.clear()
             self._script.clear()
             self._faults.clear()
             self._counters = dict.fromkeys(self._counters, 0)

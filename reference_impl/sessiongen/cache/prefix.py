@@ -1,10 +1,7 @@
-"""The prompt-cache model: flattens a Messages request into hashed, counted blocks and applies
-Anthropic's cache rules (breakpoints, 20-block lookback, TTLs, minimum length, three-point
-billing, availability) to them on a caller-supplied virtual clock.
-
-This module is the one implementation of those rules. The emulator calls it for every
-`/v1/messages` request; a trace simulator can drive the lower-level `CacheStore.apply` with
-synthetic blocks. It does no I/O and never reads the wall clock.
+"""Prefix flattening, the first half of the prompt-cache model: a Messages request body
+becomes hashed, counted block positions with their breakpoints resolved and checked
+(`flatten_request`). The cache rules that run on those positions are in `store.py`. This
+module does no I/O.
 
 Block positions (UNCONFIRMED: the docs only say "blocks"). The prefix is `tools` -> `system`
 -> `messages`, and one position is:
@@ -14,7 +11,8 @@ Block positions (UNCONFIRMED: the docs only say "blocks"). The prefix is `tools`
 * one content block of one message (a plain-string `content` is one text block; a
   `tool_result` is one block however many sub-blocks it carries).
 
-Positions are 0-based here; the docs' examples count from 1.
+Positions are 0-based here; the docs' examples count from 1. Each position is counted with the
+shared counter (`sessiongen.tokens`), the same functions the engine's count uses.
 
 Prefix hash. Each position carries a cumulative sha256: the previous hash chained with the
 canonical JSON of the block without its `cache_control` (keys sorted, except that tool
@@ -43,25 +41,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple, TypeAlias
 
 from ..tokens import (
     canonical_json,
-    count_json_tokens,
-    count_text_tokens,
-    count_tool_call_tokens,
-    count_tool_tokens,
+    content_blocks,
+    count_content_tokens,
+    count_tool_definition_tokens,
 )
-from .catalog import get_model
 
 TTL: TypeAlias = Literal["5m", "1h"]
 Section: TypeAlias = Literal["tools", "system", "messages"]
 
-TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
-LOOKBACK_WINDOW = 20
 MAX_BREAKPOINTS = 4
 DEFAULT_EFFORT = "high"
 
@@ -78,9 +71,6 @@ _WEB_TOOL_PREFIXES = ("web_search", "web_fetch")
 class CacheControlError(ValueError):
     """The request's `cache_control` markers break a rule the API answers with a 400
     `invalid_request_error`; the message is the API's where it is known."""
-
-
-# --- flattening ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -152,19 +142,6 @@ def _hashable(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def _without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in block.items() if k != "cache_control"}
-
-
-def _text_blocks(content: Any) -> list[dict[str, Any]]:
-    """A plain-string content is one text block (so both spellings hash the same)."""
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [dict(b) for b in content]
-
-
 def _parse_ttl(control: Any, path: str) -> TTL:
     if not isinstance(control, Mapping):
         raise CacheControlError(f"{path}: Input should be a valid dictionary")
@@ -178,36 +155,6 @@ def _parse_ttl(control: Any, path: str) -> TTL:
     raise CacheControlError(f"{path}.ttl: Input should be '5m' or '1h'")
 
 
-def _content_tokens(block: Mapping[str, Any]) -> int:
-    """Tokens of one content block, with the shared counter (tokens.py)."""
-    kind = block.get("type", "text")
-    if kind == "text":
-        return count_text_tokens(str(block.get("text", "")))
-    if kind in ("tool_use", "server_tool_use"):
-        return count_tool_call_tokens(str(block.get("name", "")), dict(block.get("input") or {}))
-    if kind == "tool_result":
-        return sum(_content_tokens(sub) for sub in _text_blocks(block.get("content")))
-    if kind == "thinking":
-        return count_text_tokens(str(block.get("thinking", "")))
-    if kind == "redacted_thinking":
-        return count_text_tokens(str(block.get("data", "")))
-    source = block.get("source")
-    if kind == "document" and isinstance(source, Mapping) and source.get("type") == "text":
-        return count_text_tokens(str(source.get("data", "")))
-    # Images and everything else: the canonical JSON of the block (no pixel-based estimate).
-    return count_json_tokens(_without_cache_control(block))
-
-
-def _tool_tokens(tool: Mapping[str, Any]) -> int:
-    if "input_schema" in tool:
-        return count_tool_tokens(
-            str(tool.get("name", "")),
-            str(tool.get("description") or ""),
-            dict(tool["input_schema"]),
-        )
-    return count_json_tokens(_without_cache_control(tool))
-
-
 def _is_web_tool(tool: Mapping[str, Any]) -> bool:
     return str(tool.get("type", "")).startswith(_WEB_TOOL_PREFIXES)
 
@@ -215,10 +162,10 @@ def _is_web_tool(tool: Mapping[str, Any]) -> bool:
 def _iter_content(body: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     """Every content block of every message, tool_result sub-blocks included."""
     for message in body.get("messages") or []:
-        for block in _text_blocks(message.get("content")):
+        for block in content_blocks(message.get("content")):
             yield block
             if block.get("type") == "tool_result":
-                yield from _text_blocks(block.get("content"))
+                yield from content_blocks(block.get("content"))
 
 
 def system_settings(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -312,11 +259,20 @@ def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
     for i, tool in enumerate(body.get("tools") or []):
         path = f"tools.{i}"
         kind = str(tool.get("type") or "custom")
-        add("tools", path, kind, tool, _tool_tokens(tool), True, _marker(tool, path), {})
+        add(
+            "tools",
+            path,
+            kind,
+            tool,
+            count_tool_definition_tokens(tool),
+            True,
+            _marker(tool, path),
+            {},
+        )
 
     h = _link(h, "@system:" + canonical_json(system_settings(body)))
     system = body.get("system")
-    for i, block in enumerate(_text_blocks(system)):
+    for i, block in enumerate(content_blocks(system)):
         path = "system" if isinstance(system, str) else f"system.{i}"
         text = str(block.get("text", ""))
         cacheable = bool(text)
@@ -325,7 +281,7 @@ def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
             path,
             str(block.get("type", "text")),
             block,
-            count_text_tokens(text),
+            count_content_tokens(block),
             cacheable,
             _marker(block, path),
             {},
@@ -334,7 +290,7 @@ def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
     h = _link(h, "@messages:" + canonical_json(messages_settings(body)))
     for i, message in enumerate(body.get("messages") or []):
         content = message.get("content")
-        for j, block in enumerate(_text_blocks(content)):
+        for j, block in enumerate(content_blocks(content)):
             path = (
                 f"messages.{i}.content" if isinstance(content, str) else f"messages.{i}.content.{j}"
             )
@@ -346,7 +302,7 @@ def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
                 _tool_result_marker(block, path) if kind == "tool_result" else _marker(block, path)
             )
             extra = {"role": message.get("role"), "opens_message": j == 0}
-            add("messages", path, kind, block, _content_tokens(block), cacheable, ttl, extra)
+            add("messages", path, kind, block, count_content_tokens(block), cacheable, ttl, extra)
     return raws
 
 
@@ -420,226 +376,3 @@ def flatten_request(body: Mapping[str, Any]) -> PreparedRequest:
             )
         )
     return PreparedRequest(model=str(body.get("model", "")), blocks=tuple(blocks))
-
-
-# --- the cache -------------------------------------------------------------------------------
-
-
-@dataclass
-class CacheEntry:
-    """One cache entry: the prefix ending at a breakpoint of an earlier request.
-
-    Lifetimes run from the start of the request that writes or reads the entry (docs, added
-    2026-08-06). `available_at` is when the writing request's response began: the docs say an
-    entry "only becomes available after the first response begins".
-    """
-
-    model: str
-    prefix_hash: str
-    tokens: int
-    ttl: TTL
-    written_at: float
-    available_at: float
-    expires_at: float
-    last_used_at: float
-    hits: int = 0
-
-    def alive(self, now: float) -> bool:
-        # Inclusive: the docs call 5m / 1h a *minimum* lifetime.
-        return now <= self.expires_at
-
-    def usable(self, now: float) -> bool:
-        return self.available_at <= now and self.alive(now)
-
-
-@dataclass(frozen=True)
-class CacheUsage:
-    """The cache-relevant part of the API's `usage`.
-
-    Total input = `cache_read_input_tokens + cache_creation_input_tokens + input_tokens`.
-    """
-
-    input_tokens: int
-    cache_read_input_tokens: int
-    ephemeral_5m_input_tokens: int
-    ephemeral_1h_input_tokens: int
-
-    @property
-    def cache_creation_input_tokens(self) -> int:
-        return self.ephemeral_5m_input_tokens + self.ephemeral_1h_input_tokens
-
-    @property
-    def total_input_tokens(self) -> int:
-        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
-
-    def to_api(self, output_tokens: int = 0) -> dict[str, Any]:
-        """The `usage` object exactly as the Messages API spells it."""
-        return {
-            "input_tokens": self.input_tokens,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens,
-            "cache_read_input_tokens": self.cache_read_input_tokens,
-            "cache_creation": {
-                "ephemeral_5m_input_tokens": self.ephemeral_5m_input_tokens,
-                "ephemeral_1h_input_tokens": self.ephemeral_1h_input_tokens,
-            },
-            "output_tokens": output_tokens,
-            "service_tier": "standard",
-        }
-
-
-@dataclass(frozen=True)
-class BreakpointOutcome:
-    """What happened at one breakpoint."""
-
-    position: int
-    ttl: TTL
-    prefix_tokens: int
-    reached_minimum: bool
-    hit_position: int | None  # the position its lookback window matched, if any
-    written: bool  # a new entry was created (or an in-flight one extended)
-
-
-@dataclass(frozen=True)
-class CacheResult:
-    """The usage of one request plus the positions behind it (for notebooks and traces)."""
-
-    usage: CacheUsage
-    hit_position: int | None
-    read_tokens: int  # A
-    one_hour_end: int  # B
-    last_breakpoint_end: int  # C
-    breakpoints: tuple[BreakpointOutcome, ...]
-
-
-def uncached_usage(total_tokens: int) -> CacheUsage:
-    return CacheUsage(total_tokens, 0, 0, 0)
-
-
-class CacheStore:
-    """All cache entries, keyed by (model namespace, prefix hash). Thread-safe: every public
-    method holds one lock, so it can serve an ASGI app running in another thread."""
-
-    def __init__(self) -> None:
-        self._entries: dict[tuple[str, str], CacheEntry] = {}
-        self._lock = threading.Lock()
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def entries(self) -> list[CacheEntry]:
-        """Copies of every stored entry (expired ones are dropped lazily), oldest first."""
-        with self._lock:
-            return [replace(e) for e in self._entries.values()]
-
-    def process(self, request: PreparedRequest, *, now: float, ttft: float = 0.0) -> CacheResult:
-        """Apply the cache rules to a flattened request of a catalogued model (raises
-        `UnknownModel`); entries are namespaced by the canonical model id, so an alias and
-        its model share them (UNCONFIRMED)."""
-        info = get_model(request.model)
-        return self.apply(
-            request.flat(), model=info.id, now=now, min_tokens=info.min_cacheable_tokens, ttft=ttft
-        )
-
-    def apply(
-        self,
-        blocks: Sequence[tuple[str, int, TTL | None]],
-        *,
-        model: str,
-        now: float,
-        min_tokens: int,
-        ttft: float = 0.0,
-    ) -> CacheResult:
-        """The cache rules on already-flattened blocks `(prefix_hash, tokens, breakpoint)`.
-
-        Reads: each breakpoint whose prefix reaches `min_tokens` checks at most
-        `LOOKBACK_WINDOW` positions, itself first, walking back, for an entry an earlier
-        request wrote that is available (`available_at <= now`) and alive. A = tokens up to
-        the highest match. Every matched entry is refreshed to its own TTL from `now`.
-
-        Writes: every breakpoint that reaches the minimum gets an entry (TTL from `now`,
-        available at `now + ttft`) unless a live one exists. Billing is three-point: B = the
-        highest 1h breakpoint after A (else A), C = the last breakpoint; read A, 1h write
-        B - A, 5m write C - B, input = total - C. A prefix below the minimum is neither read
-        nor written and costs no error.
-        """
-        marks = [(f"blocks.{i}", b[2]) for i, b in enumerate(blocks) if b[2] is not None]
-        check_breakpoints(marks)
-        prefix: list[int] = []
-        total = 0
-        for _, tokens, _ in blocks:
-            total += tokens
-            prefix.append(total)
-        hashes = [b[0] for b in blocks]
-        bps = [i for i, b in enumerate(blocks) if b[2] is not None]
-        ttls: dict[int, TTL] = {i: ttl for i, (_, _, ttl) in enumerate(blocks) if ttl is not None}
-
-        with self._lock:
-            self._entries = {k: e for k, e in self._entries.items() if e.alive(now)}
-            matches: dict[int, int] = {}  # breakpoint -> matched position
-            for bp in bps:
-                if prefix[bp] < min_tokens:
-                    continue
-                for pos in range(bp, max(bp - LOOKBACK_WINDOW, -1), -1):
-                    entry = self._entries.get((model, hashes[pos]))
-                    if entry is not None and entry.usable(now):
-                        matches[bp] = pos
-                        break
-            hit = max(matches.values(), default=None)
-            for pos in set(matches.values()):
-                entry = self._entries[(model, hashes[pos])]
-                entry.expires_at = now + TTL_SECONDS[entry.ttl]
-                entry.last_used_at = now
-                entry.hits += 1
-
-            a = prefix[hit] if hit is not None else 0
-            eligible = [bp for bp in bps if prefix[bp] >= min_tokens]
-            after = [bp for bp in eligible if hit is None or bp > hit]
-            b = max((prefix[bp] for bp in after if ttls[bp] == "1h"), default=a)
-            c = max(prefix[eligible[-1]], b) if eligible else a
-
-            written: set[int] = set()
-            for bp in eligible:
-                key = (model, hashes[bp])
-                ttl = ttls[bp]
-                expires = now + TTL_SECONDS[ttl]
-                entry = self._entries.get(key)
-                if entry is None:
-                    self._entries[key] = CacheEntry(
-                        model=model,
-                        prefix_hash=hashes[bp],
-                        tokens=prefix[bp],
-                        ttl=ttl,
-                        written_at=now,
-                        available_at=now + ttft,
-                        expires_at=expires,
-                        last_used_at=now,
-                    )
-                    written.add(bp)
-                elif not entry.usable(now):
-                    # Written by a request whose response has not begun yet: this request
-                    # writes the same prefix again, so it becomes available at the earlier
-                    # of the two response starts and lives as long as the longer.
-                    entry.available_at = min(entry.available_at, now + ttft)
-                    if expires > entry.expires_at:
-                        entry.expires_at, entry.ttl = expires, ttl
-                    written.add(bp)
-
-        usage = CacheUsage(
-            input_tokens=total - c,
-            cache_read_input_tokens=a,
-            ephemeral_5m_input_tokens=c - b,
-            ephemeral_1h_input_tokens=b - a,
-        )
-        outcomes = tuple(
-            BreakpointOutcome(
-                position=bp,
-                ttl=ttls[bp],
-                prefix_tokens=prefix[bp],
-                reached_minimum=prefix[bp] >= min_tokens,
-                hit_position=matches.get(bp),
-                written=bp in written,
-            )
-            for bp in bps
-        )
-        return CacheResult(usage, hit, a, b, c, outcomes)

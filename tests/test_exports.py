@@ -1,65 +1,72 @@
-"""The public surface of `sessiongen` is exactly what prototypes may import."""
+"""The public surface of `sessiongen` is exactly what prototypes may import, by rule."""
 
 from __future__ import annotations
 
+import inspect
+import types
+
+import pytest
 import sessiongen
+import sessiongen.errors
+import sessiongen.testing
 
-PUBLIC = [
-    "Agent",
-    "AgentNotFound",
-    "AnthropicLLMClient",
-    "CachePolicy",
-    "ContextOverflow",
-    "DrainResult",
-    "EmptyPrompt",
-    "GenerateResult",
-    "InstructionsInitializationBlocked",
-    "InvalidInput",
-    "InvalidToolArguments",
-    "LLMClient",
-    "LLMRequest",
-    "LLMResponse",
-    "MalformedRequest",
-    "ModelRef",
-    "NotFound",
-    "PathOutsideWorkspace",
-    "PromptTooLarge",
-    "ProviderError",
-    "ProviderOverloaded",
-    "ProviderRateLimited",
-    "ProviderServerError",
-    "ProviderStreamInterrupted",
-    "ProviderTimeout",
-    "RecordingLLMClient",
-    "RequestHook",
-    "RequestInfo",
-    "ScriptedLLMClient",
-    "ScriptedReply",
-    "Session",
-    "SessionContext",
-    "SessionEngine",
-    "SessionModelRequest",
-    "SessionNotFound",
-    "SessionStore",
-    "SessiongenError",
-    "Snapshot",
-    "ToolError",
-    "ToolExecutionFailed",
-    "ToolResult",
-    "ToolsPolicy",
-    "UnknownTool",
-    "Usage",
-    "no_cache",
-    "opencode_default",
-    "previous_tail",
-]
+PUBLIC = list(sessiongen.__all__)
 
 
-def test_all_is_pinned_and_sorted() -> None:
-    assert sessiongen.__all__ == PUBLIC
+def _defined_errors() -> list[str]:
+    return [
+        name
+        for name, value in vars(sessiongen.errors).items()
+        if isinstance(value, type)
+        and issubclass(value, sessiongen.SessiongenError)
+        and value.__module__ == sessiongen.errors.__name__
+    ]
+
+
+def test_every_error_the_package_defines_is_exported() -> None:
+    defined = _defined_errors()
+    assert "ProviderConnectionError" in defined  # the rule sees the hierarchy at all
+    assert sorted(set(defined) - set(PUBLIC)) == []
+    for name in defined:
+        assert getattr(sessiongen, name) is getattr(sessiongen.errors, name)
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_every_public_name_resolves_to_a_definition_in_the_package(name: str) -> None:
+    value = getattr(sessiongen, name)
+    module = inspect.getmodule(value)
+    assert module is not None, name
+    assert module.__name__.startswith("sessiongen."), (name, module.__name__)
+    assert getattr(module, name) is value
+
+
+def test_all_is_sorted_classes_first() -> None:
     assert PUBLIC == sorted(PUBLIC, key=lambda n: (n[0].islower(), n))
+    assert len(set(PUBLIC)) == len(PUBLIC)
 
 
-def test_every_public_name_resolves() -> None:
-    for name in PUBLIC:
-        assert getattr(sessiongen, name) is not None
+def test_no_test_double_is_exported_from_the_top_level() -> None:
+    doubles = {name: getattr(sessiongen.testing, name) for name in sessiongen.testing.__all__}
+    assert {"ScriptedLLMClient", "ScriptedReply", "RecordingLLMClient"} <= set(doubles)
+    assert set(doubles).isdisjoint(PUBLIC)
+    exported = [getattr(sessiongen, name) for name in PUBLIC]
+    assert not [d for d in doubles.values() if any(d is e for e in exported)]
+
+
+def _own_docstring(value: object) -> str | None:
+    # A class's own docstring only: inherited ones say nothing about the class, and a
+    # dataclass without one gets its signature as __doc__.
+    if isinstance(value, type):
+        doc = value.__dict__.get("__doc__")
+        if isinstance(doc, str) and doc.startswith(f"{value.__name__}("):
+            return None
+        return doc if isinstance(doc, str) else None
+    if isinstance(value, types.FunctionType):
+        return value.__doc__
+    return None
+
+
+@pytest.mark.parametrize("name", [n for n in PUBLIC if callable(getattr(sessiongen, n))])
+def test_every_exported_class_and_function_has_a_docstring(name: str) -> None:
+    doc = _own_docstring(getattr(sessiongen, name))
+    assert doc and doc.strip(), f"sessiongen.{name} has no docstring of its own"

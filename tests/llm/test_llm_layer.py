@@ -11,9 +11,6 @@ from sessiongen.llm import (
     LLMMessage,
     LLMRequest,
     LLMResponse,
-    RecordingLLMClient,
-    ScriptedLLMClient,
-    ScriptedReply,
     TextContent,
     ToolCall,
     collect,
@@ -27,6 +24,7 @@ from sessiongen.llm.types import (
     Usage,
     UsageEvent,
 )
+from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedReply
 from sessiongen.tokens import count_request_tokens, count_text_tokens
 
 
@@ -61,6 +59,7 @@ async def test_collect_folds_text_reasoning_tool_calls_and_last_usage() -> None:
     assert await collect(from_list(events)) == LLMResponse(
         text="Hello",
         reasoning="Hmm, ok.",
+        reasoning_signature="sig",  # kept: it goes back on the wire with the thinking block
         tool_calls=(call_a, call_b),
         usage=Usage(input_tokens=10, output_tokens=30, cache_read_tokens=4),
         finish_reason="tool_use",
@@ -183,7 +182,7 @@ async def test_recording_records_each_request_once_and_marks_how() -> None:
     assert (streamed.text, generated.text) == ("streamed", "generated")
     assert recording.requests == [first, second]
     assert recording.calls == ["stream", "generate"]
-    # generate() forwards as one stream: the inner client sees each request exactly once.
+    # Each call is forwarded as the same call: the inner client sees each request once.
     assert inner.requests == [first, second]
 
 

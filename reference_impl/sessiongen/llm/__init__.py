@@ -1,8 +1,9 @@
-"""The provider-neutral LLM layer: request types, the client protocol, test doubles."""
+"""The provider-neutral LLM layer: request types and the client protocol.
+
+The test doubles (scripted and recording clients) are public in `sessiongen.testing`.
+"""
 
 from .client import LLMClient, collect
-from .recording import RecordingLLMClient
-from .scripted import ScriptedLLMClient, ScriptedReply
 from .types import (
     CacheMark,
     CacheTTL,
@@ -31,9 +32,6 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "ReasoningContent",
-    "RecordingLLMClient",
-    "ScriptedLLMClient",
-    "ScriptedReply",
     "StreamEvent",
     "SystemPart",
     "TextContent",

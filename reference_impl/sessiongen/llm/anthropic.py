@@ -20,8 +20,7 @@ from anthropic import (
     AsyncAnthropic,
     CredentialsError,
 )
-from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
-from anthropic.types import Usage as WireUsage
+from anthropic.types import RawMessageStreamEvent
 
 from ..errors import (
     ContextOverflow,
@@ -32,6 +31,8 @@ from ..errors import (
     ProviderTimeout,
     provider_error_for_status,
 )
+from ._httpx_bridge import as_httpx2, base_url_of
+from .anthropic_wire import ERROR_TYPES, usage_from_anthropic
 from .client import collect
 from .types import (
     CacheMark,
@@ -156,20 +157,9 @@ def _lower_tool_choice(choice: ToolChoice) -> dict[str, Any]:
 
 # --- the one error mapping -----------------------------------------------------------------
 
-# The documented HTTP status of each error type, for an `error` event inside a 200 stream,
-# which the SDK raises as a status error carrying the stream's 200.
-_ERROR_TYPE_STATUS = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "billing_error": 402,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "timeout_error": 504,
-    "overloaded_error": 529,
-}
+# The HTTP status of each error type, for an `error` event inside a 200 stream, which the SDK
+# raises as a status error carrying the stream's 200.
+_ERROR_TYPE_STATUS = {error_type: status for status, error_type in ERROR_TYPES.items()}
 
 
 @dataclass
@@ -274,7 +264,7 @@ class _StreamDecoder:
         if raw.type == "message_start":
             self.model = raw.message.model
             self.response_id = raw.message.id
-            self.usage = _merge_usage(self.usage, raw.message.usage)
+            self.usage = usage_from_anthropic(raw.message.usage, self.usage)
             return [UsageEvent(usage=self.usage)]
         if raw.type == "content_block_start":
             return self._block_start(raw.index, raw.content_block)
@@ -285,7 +275,7 @@ class _StreamDecoder:
         if raw.type == "message_delta":
             if raw.delta.stop_reason is not None:
                 self.stop_reason = raw.delta.stop_reason
-            self.usage = _merge_usage(self.usage, raw.usage)
+            self.usage = usage_from_anthropic(raw.usage, self.usage)
             return [UsageEvent(usage=self.usage)]
         if raw.type == "message_stop":
             self.finish = self._finish_event()
@@ -338,119 +328,6 @@ class _StreamDecoder:
         return FinishEvent(reason=reason, model=self.model, response_id=self.response_id)
 
 
-def _merge_usage(previous: Usage, wire: WireUsage | MessageDeltaUsage) -> Usage:
-    """Cumulative usage: fields the event omits keep their earlier value."""
-    input_tokens = wire.input_tokens if wire.input_tokens is not None else previous.input_tokens
-    cache_read = previous.cache_read_tokens
-    if wire.cache_read_input_tokens is not None:
-        cache_read = wire.cache_read_input_tokens
-    write_5m, write_1h = previous.cache_write_5m_tokens, previous.cache_write_1h_tokens
-    breakdown = wire.cache_creation if isinstance(wire, WireUsage) else None
-    if breakdown is not None:
-        write_5m = breakdown.ephemeral_5m_input_tokens
-        write_1h = breakdown.ephemeral_1h_input_tokens
-    elif (
-        wire.cache_creation_input_tokens is not None
-        and wire.cache_creation_input_tokens != previous.cache_write_tokens
-    ):
-        # A total without its TTL split: 5m is the default TTL; keep any 1h share already known.
-        write_1h = min(write_1h, wire.cache_creation_input_tokens)
-        write_5m = wire.cache_creation_input_tokens - write_1h
-    return Usage(
-        input_tokens=input_tokens,
-        output_tokens=wire.output_tokens,
-        cache_read_tokens=cache_read,
-        cache_write_5m_tokens=write_5m,
-        cache_write_1h_tokens=write_1h,
-    )
-
-
-# --- httpx bridge --------------------------------------------------------------------------
-
-
-def _translated(err: httpx.HTTPError, request: httpx2.Request) -> httpx2.HTTPError:
-    # httpx2 is a fork of httpx with the same exception names, so the SDK's handling
-    # (timeouts vs connection errors) sees what it would see on its own transport.
-    cls = getattr(httpx2, type(err).__name__, httpx2.TransportError)
-    if not (isinstance(cls, type) and issubclass(cls, httpx2.RequestError)):
-        cls = httpx2.TransportError
-    return cls(str(err), request=request)
-
-
-_BODY_ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-
-
-class _BridgedStream(httpx2.AsyncByteStream):
-    def __init__(self, response: httpx.Response, request: httpx2.Request) -> None:
-        self._response = response
-        self._request = request
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.aiter_bytes():
-                yield chunk
-        except httpx.HTTPError as err:
-            raise _translated(err, self._request) from err
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
-
-
-class _HttpxBridge(httpx2.AsyncBaseTransport):
-    """Sends the SDK's httpx2 requests through an httpx.AsyncClient (e.g. an ASGI app)."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        outbound = self._client.build_request(
-            request.method,
-            str(request.url),
-            headers=request.headers.multi_items(),
-            content=await request.aread(),
-        )
-        # The SDK's timeout (600 s by default) rides on the request; without it the httpx
-        # client's own default (5 s) would cut long generations.
-        if "timeout" in request.extensions:
-            outbound.extensions["timeout"] = request.extensions["timeout"]
-        try:
-            response = await self._client.send(outbound, stream=True)
-        except httpx.HTTPError as err:
-            raise _translated(err, request) from err
-        # The body is passed on decoded (an httpx response may already be read, e.g. from a
-        # MockTransport), so the headers describing its encoding and length are dropped.
-        headers = [
-            (name, value)
-            for name, value in response.headers.multi_items()
-            if name.lower() not in _BODY_ENCODING_HEADERS
-        ]
-        return httpx2.Response(
-            response.status_code,
-            headers=headers,
-            stream=_BridgedStream(response, request),
-            request=request,
-        )
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-
-def _as_httpx2(
-    http_client: httpx2.AsyncClient | httpx.AsyncClient | None,
-) -> httpx2.AsyncClient | None:
-    # The SDK (2.x) only accepts httpx2 clients; an httpx client is bridged, not rejected.
-    if isinstance(http_client, httpx.AsyncClient):
-        return httpx2.AsyncClient(transport=_HttpxBridge(http_client))
-    return http_client
-
-
-def _base_url_of(http_client: httpx2.AsyncClient | httpx.AsyncClient | None) -> str | None:
-    # The SDK ignores the http client's base_url, so a client aimed at a host is honoured here.
-    if http_client is None or not str(http_client.base_url):
-        return None
-    return str(http_client.base_url)
-
-
 # --- the client ----------------------------------------------------------------------------
 
 
@@ -483,8 +360,8 @@ class AnthropicLLMClient:
             with _provider_errors(_Call()):
                 self._client = AsyncAnthropic(
                     api_key=api_key,
-                    base_url=base_url or _base_url_of(http_client),
-                    http_client=_as_httpx2(http_client),
+                    base_url=base_url or base_url_of(http_client),
+                    http_client=as_httpx2(http_client),
                     max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
                 )
             self._owns_client = True
@@ -536,7 +413,7 @@ class AnthropicLLMClient:
         return LLMResponse(
             text=text,
             tool_calls=calls,
-            usage=_merge_usage(Usage(), message.usage),
+            usage=usage_from_anthropic(message.usage),
             finish_reason=_FINISH_REASONS.get(message.stop_reason or "", "other"),
             model=message.model,
             response_id=message.id,

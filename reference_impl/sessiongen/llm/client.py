@@ -42,6 +42,7 @@ class StreamFold:
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[str] = []
+        self.reasoning_signature: str | None = None
         self.calls: list[ToolCall] = []
         self.usage = Usage()
 
@@ -51,6 +52,8 @@ class StreamFold:
             self.text.append(event.text)
         elif isinstance(event, ReasoningDelta):
             self.reasoning.append(event.text)
+            if event.signature is not None:
+                self.reasoning_signature = event.signature
         elif isinstance(event, ToolCallEvent):
             self.calls.append(event.call)
         elif isinstance(event, UsageEvent):
@@ -63,6 +66,7 @@ class StreamFold:
         return LLMResponse(
             text="".join(self.text),
             reasoning="".join(self.reasoning),
+            reasoning_signature=self.reasoning_signature,
             tool_calls=tuple(self.calls),
             usage=self.usage,
             finish_reason=finish.reason,

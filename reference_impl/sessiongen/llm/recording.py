@@ -1,17 +1,24 @@
-"""RecordingLLMClient: forwards to another client and keeps every request it forwards."""
+"""RecordingLLMClient: forwards to another client and keeps every request it forwards.
+
+Its public home is `sessiongen.testing`, next to the scripted test double it often wraps.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from .client import LLMClient, collect
+from .client import LLMClient
 from .types import LLMRequest, LLMResponse, StreamEvent
 
 
 @dataclass
 class RecordingLLMClient:
-    """Wraps an LLMClient; `requests` holds each forwarded request, `calls` says how."""
+    """Wraps an LLMClient; `requests` holds each forwarded request, `calls` says how.
+
+    Each call is forwarded as the same call, so the inner client keeps its own behaviour
+    (e.g. AnthropicLLMClient's single attempt and unstreamed pre-warming in `generate`).
+    """
 
     inner: LLMClient
     requests: list[LLMRequest] = field(default_factory=list)
@@ -26,4 +33,4 @@ class RecordingLLMClient:
     async def generate(self, request: LLMRequest) -> LLMResponse:
         self.requests.append(request)
         self.calls.append("generate")
-        return await collect(self.inner.stream(request))
+        return await self.inner.generate(request)

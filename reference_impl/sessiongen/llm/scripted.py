@@ -1,7 +1,8 @@
 """ScriptedLLMClient: a test double that answers from a queue of scripted responses.
 
-Ship it inside the package so users can test their own code against sessiongen without a
-provider. It records every request it receives, like RecordingLLMClient.
+Shipped inside the package so users can test their own code against sessiongen without a
+provider; its public home is `sessiongen.testing`. It records every request it receives,
+like RecordingLLMClient.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from ..errors import ProviderError
-from ..tokens import count_request_tokens, count_text_tokens
+from ..tokens import count_request_tokens, count_text_tokens, count_tool_call_tokens
 from .client import collect
 from .types import (
     FinishEvent,
@@ -66,7 +67,7 @@ class ScriptedLLMClient:
             events.append(TextDelta(text=reply.text))
         events.extend(ToolCallEvent(call=call) for call in reply.tool_calls)
         output = count_text_tokens(reply.text) + sum(
-            count_text_tokens(str(c.input)) for c in reply.tool_calls
+            count_tool_call_tokens(c.name, c.input) for c in reply.tool_calls
         )
         events.append(
             UsageEvent(

@@ -179,6 +179,7 @@ class LLMResponse(_Frozen):
 
     text: str
     reasoning: str = ""
+    reasoning_signature: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage()
     finish_reason: FinishReason

@@ -1,4 +1,5 @@
-"""The two user-facing commands: `sessiongen demo` and `sessiongen emulator`."""
+"""The user-facing commands: `sessiongen demo`, `sessiongen emulator`, `sessiongen --version`,
+and their one-line errors for bad arguments."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import anthropic
@@ -17,7 +19,7 @@ from sessiongen.emulator import free_port
 
 async def test_demo_reads_back_the_prefix_each_turn_wrote(tmp_path: Path) -> None:
     """Turns two and three (and the generate) read exactly the prefix written before."""
-    rows = await run_demo(tmp_path, database=tmp_path / "demo.db")
+    rows = await run_demo(database=tmp_path / "demo.db")
     assert [r.operation for r in rows] == [
         "turn 1 step 1",
         "turn 1 step 2",
@@ -73,3 +75,58 @@ def test_emulator_command_answers_the_sdk_from_another_process() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real command in a child process, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "sessiongen.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.endswith("\n") and result.stderr.count("\n") == 1, result.stderr
+    return result.stderr.rstrip("\n")
+
+
+def test_version_prints_the_package_version() -> None:
+    result = _cli("--version")
+    assert (result.returncode, result.stdout) == (0, f"sessiongen {version('sessiongen')}\n")
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "65536", "-1", "eighty"])
+def test_a_bad_port_is_a_one_line_usage_error(port: str) -> None:
+    result = _cli("emulator", "--port", port)
+    line = _one_line_error(result)
+    assert result.returncode == 2 and result.stdout == ""
+    assert line.startswith("sessiongen emulator: error: argument --port:") and "1 to 65535" in line
+
+
+def test_a_port_in_use_is_a_one_line_bind_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _cli("emulator", "--port", str(port))
+    line = _one_line_error(result)
+    assert result.returncode == 1
+    assert line.startswith(f"sessiongen: error: cannot bind 127.0.0.1:{port}: "), line
+
+
+def test_an_unknown_host_is_a_one_line_bind_error() -> None:
+    result = _cli("emulator", "--host", "no-such-host.invalid", "--port", "8765")
+    line = _one_line_error(result)
+    assert result.returncode == 1
+    assert line.startswith("sessiongen: error: cannot bind no-such-host.invalid:8765: "), line
+
+
+def test_serve_refuses_a_port_out_of_range_before_binding() -> None:
+    """Programmatic callers get a typed error, not uvicorn's OverflowError traceback."""
+    from sessiongen.emulator import serve
+
+    with pytest.raises(ValueError, match="1 to 65535"):
+        serve(port=70000)

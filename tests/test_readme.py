@@ -1,4 +1,4 @@
-"""The README's Python examples run as written."""
+"""The README's Python examples run as written, and leave nothing behind."""
 
 from __future__ import annotations
 
@@ -18,8 +18,11 @@ def _examples() -> list[str]:
 def test_readme_example_runs(
     index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
+    cwd = tmp_path / "cwd"  # fresh and empty, as in a clean checkout's scratch directory
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     exec(
         compile(_examples()[index], f"README.md example {index}", "exec"), {"__name__": "__main__"}
     )
     assert capsys.readouterr().out.strip()
+    assert list(cwd.iterdir()) == []

@@ -4,7 +4,6 @@ every request the emulator received."""
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +25,13 @@ class Row:
     usage: LoggedUsage
 
 
-async def run_demo(workspace: Path, database: Path | str = ":memory:") -> list[Row]:
-    """Run the demo and return one row per request the emulator logged."""
-    async with emulator_lab(workspace, database=database) as lab:
-        session = lab.engine.create_session(SAMPLE_AGENT.name, workspace=workspace)
+async def run_demo(database: Path | str = ":memory:") -> list[Row]:
+    """Run the demo in a temporary workspace (removed after) and return one row per request
+    the emulator logged."""
+    async with emulator_lab(database=database) as lab:
+        session = lab.engine.create_session(SAMPLE_AGENT.name, workspace=lab.workspace)
         operations: list[str] = []
-        await lab.script(
+        lab.script(
             {
                 "text": "Let me look at the code.",
                 "tool_calls": [
@@ -44,10 +44,10 @@ async def run_demo(workspace: Path, database: Path | str = ":memory:") -> list[R
         for number, text in enumerate(TURNS, start=1):
             result = await lab.engine.run(session.id, text)
             operations += [f"turn {number} step {s}" for s in range(1, result.steps + 1)]
-            await lab.advance(60)
+            lab.advance(60)
         await lab.engine.generate(session.id, "Give this session a five-word title.")
         operations.append("generate")
-        logged = await lab.requests()
+        logged = lab.requests()
     return [
         Row(i, op, float(entry["started_at"]), LoggedUsage.of(entry))
         for i, (op, entry) in enumerate(zip(operations, logged, strict=True), start=1)
@@ -71,9 +71,7 @@ def format_table(rows: list[Row]) -> str:
 
 async def print_demo() -> None:
     print("sessiongen demo: official anthropic SDK -> embedded emulator (virtual clock), SQLite")
-    with tempfile.TemporaryDirectory(prefix="sessiongen-demo-") as scratch:
-        rows = await run_demo(Path(scratch))
-    print(format_table(rows))
+    print(format_table(await run_demo()))
     print(
         "\nTurn one writes the prefix (tools, system, history); every later request reads it"
         "\nback and writes only what is new. The generate call reads the whole session prefix"

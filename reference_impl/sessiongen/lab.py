@@ -3,12 +3,17 @@ emulator's admin API at hand, for notebooks, tests and benchmarks.
 
 Everything runs on the emulator's virtual clock and deterministic responder, so a notebook
 that drives a lab reproduces its outputs exactly.
+
+The helpers that touch only the in-process emulator (`advance`, `requests`, `last_usage`,
+`script`, `fault`) are plain methods, not coroutines: a forgotten `await` would otherwise
+drop the call silently, and a TTL experiment would read a cache it should have missed.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,10 +21,12 @@ from typing import Any
 import httpx2
 
 from .cache_policy import CachePolicy, opencode_default
-from .emulator import create_app
+from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
 from .engine import SessionEngine
 from .llm.anthropic import AnthropicLLMClient
+from .llm.anthropic_wire import usage_from_anthropic
 from .llm.client import LLMClient
+from .llm.types import Usage
 from .model import Agent
 from .request import RequestHook
 from .sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
@@ -40,49 +47,63 @@ class LoggedUsage:
     output: int
 
     @property
+    def usage(self) -> Usage:
+        """The same counts as the LLM layer's `Usage`, which defines their totals."""
+        return Usage(
+            input_tokens=self.uncached,
+            output_tokens=self.output,
+            cache_read_tokens=self.read,
+            cache_write_5m_tokens=self.write_5m,
+            cache_write_1h_tokens=self.write_1h,
+        )
+
+    @property
     def total_input(self) -> int:
-        return self.uncached + self.write_5m + self.write_1h + self.read
+        return self.usage.total_input_tokens
 
     @staticmethod
     def of(logged: dict[str, Any]) -> LoggedUsage:
-        usage = logged.get("usage") or {}
-        creation = usage.get("cache_creation") or {}
+        # A failed request is logged without usage: it counts as no tokens at all.
+        usage = usage_from_anthropic(logged.get("usage") or {})
         return LoggedUsage(
-            uncached=usage.get("input_tokens", 0),
-            write_5m=creation.get("ephemeral_5m_input_tokens", 0),
-            write_1h=creation.get("ephemeral_1h_input_tokens", 0),
-            read=usage.get("cache_read_input_tokens", 0),
-            output=usage.get("output_tokens", 0),
+            uncached=usage.input_tokens,
+            write_5m=usage.cache_write_5m_tokens,
+            write_1h=usage.cache_write_1h_tokens,
+            read=usage.cache_read_tokens,
+            output=usage.output_tokens,
         )
 
 
 @dataclass
 class EmulatorLab:
-    """An engine on the emulator; `admin` talks to the emulator's `/_emulator` endpoints."""
+    """An engine on the emulator. `emulator` is the in-process emulator's state, which the
+    helper methods read and change directly; `admin` talks to the same emulator's
+    `/_emulator` HTTP endpoints for callers that want the admin API itself."""
 
     engine: SessionEngine
     admin: httpx2.AsyncClient
     llm: AnthropicLLMClient
     workspace: Path
+    emulator: EmulatorState
 
-    async def requests(self) -> list[dict[str, Any]]:
-        response = await self.admin.get("/_emulator/requests")
-        return list(response.json()["requests"])
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request the emulator received, in order (copies)."""
+        return self.emulator.requests()
 
-    async def last_usage(self) -> LoggedUsage:
-        return LoggedUsage.of((await self.requests())[-1])
+    def last_usage(self) -> LoggedUsage:
+        return LoggedUsage.of(self.requests()[-1])
 
-    async def script(self, *responses: dict[str, Any]) -> None:
-        response = await self.admin.post("/_emulator/script", json={"responses": list(responses)})
-        response.raise_for_status()
+    def script(self, *responses: dict[str, Any]) -> None:
+        """Queue the next replies; validated as `POST /_emulator/script` validates them."""
+        self.emulator.queue_responses([ScriptedResponse.model_validate(r) for r in responses])
 
-    async def fault(self, **fault: Any) -> None:
-        (await self.admin.post("/_emulator/faults", json=fault)).raise_for_status()
+    def fault(self, **fault: Any) -> None:
+        """Queue a fault; validated as `POST /_emulator/faults` validates it."""
+        self.emulator.add_fault(FaultSpec.model_validate(fault))
 
-    async def advance(self, seconds: float) -> float:
-        response = await self.admin.post("/_emulator/clock", json={"advance": seconds})
-        response.raise_for_status()
-        return float(response.json()["now"])
+    def advance(self, seconds: float) -> float:
+        """Move the virtual clock forward by `seconds` (>= 0); returns the new time."""
+        return self.emulator.clock.advance(seconds)
 
     def rebuild(
         self,
@@ -105,34 +126,64 @@ class EmulatorLab:
 
 
 def write_workspace(root: Path, files: dict[str, str] = SAMPLE_WORKSPACE) -> Path:
+    """Write `files` under `root`, replacing any file of the same name (see `emulator_lab`
+    for the guarded version)."""
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
     return root
 
 
+def _claim_workspace(workspace: Path) -> Path:
+    """Create `workspace` if missing; refuse one that holds anything, so the sample files
+    never replace a file the lab did not create."""
+    if workspace.exists() and (not workspace.is_dir() or any(workspace.iterdir())):
+        raise FileExistsError(
+            f"lab workspace {str(workspace)!r} already exists and is not an empty directory; "
+            "the lab will not overwrite it (pass a new or empty directory, or none for a "
+            "temporary one)"
+        )
+    workspace.mkdir(parents=True, exist_ok=True)
+    return workspace
+
+
 @asynccontextmanager
 async def emulator_lab(
-    workspace: Path,
+    workspace: str | Path | None = None,
     *,
     agents: Iterable[Agent] = (SAMPLE_AGENT,),
     database: str | Path = ":memory:",
     max_retries: int = 0,
 ) -> AsyncIterator[EmulatorLab]:
-    """A lab over a fresh in-process emulator and store; the workspace gets the demo files."""
-    write_workspace(workspace)
-    app = create_app()
-    transport = httpx2.ASGITransport(app=app)
-    async with (
-        httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as admin,
-        AnthropicLLMClient(
-            api_key="lab",
-            http_client=httpx2.AsyncClient(transport=transport, base_url=BASE_URL),
-            max_retries=max_retries,
-        ) as llm,
-    ):
-        store = SessionStore(database)
-        try:
-            yield EmulatorLab(SessionEngine(store, llm, list(agents)), admin, llm, workspace)
-        finally:
-            store.close()
+    """A lab over a fresh in-process emulator and store, with the sample files in a workspace.
+
+    Without `workspace`, the workspace is a temporary directory, removed on exit. With one,
+    it must not exist yet or be an empty directory: the lab creates it, writes the sample
+    files and leaves them there on exit. Anything else (a file, or a directory with
+    anything in it) raises `FileExistsError` before anything is written, because the lab
+    never overwrites files it did not create, and a directory without the sample files
+    would make the sample agent's answers meaningless.
+    """
+    with ExitStack() as cleanup:
+        if workspace is None:
+            temporary = tempfile.TemporaryDirectory(prefix="sessiongen-lab-")
+            root = Path(cleanup.enter_context(temporary))
+        else:
+            root = _claim_workspace(Path(workspace))
+        write_workspace(root)
+        state = EmulatorState()
+        transport = httpx2.ASGITransport(app=create_app(state))
+        async with (
+            httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as admin,
+            AnthropicLLMClient(
+                api_key="lab",
+                http_client=httpx2.AsyncClient(transport=transport, base_url=BASE_URL),
+                max_retries=max_retries,
+            ) as llm,
+        ):
+            store = SessionStore(database)
+            try:
+                engine = SessionEngine(store, llm, list(agents))
+                yield EmulatorLab(engine, admin, llm, root, state)
+            finally:
+                store.close()

@@ -18,10 +18,9 @@ import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from sessiongen import ScriptedReply, SessionEngine, SessionStore
+from sessiongen import SessionEngine, SessionStore
 from sessiongen.lab import write_workspace
 from sessiongen.llm.client import collect
-from sessiongen.llm.scripted import ScriptedLLMClient
 from sessiongen.llm.types import (
     FinishEvent,
     LLMRequest,
@@ -31,6 +30,7 @@ from sessiongen.llm.types import (
     UsageEvent,
 )
 from sessiongen.sample import SAMPLE_AGENT
+from sessiongen.testing import ScriptedLLMClient, ScriptedReply
 
 SIZES = (10, 50, 200, 800)
 REPEATS = 30

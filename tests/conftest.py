@@ -6,14 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sessiongen import (
-    Agent,
-    ModelRef,
-    RecordingLLMClient,
-    ScriptedLLMClient,
-    SessionEngine,
-    SessionStore,
-)
+from sessiongen import Agent, ModelRef, SessionEngine, SessionStore
+from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient
 
 TOOLS = ("read_file", "list_files", "grep")
 

@@ -1,6 +1,7 @@
 """sessiongen: a durable agent Session engine and session.generate on a shared preparation seam.
 
-Prototypes import from here; everything else is internal and may move.
+Prototypes import from here, and their tests take the test doubles from `sessiongen.testing`;
+everything else is internal and may move.
 """
 
 from .cache_policy import CachePolicy, no_cache, opencode_default, previous_tail
@@ -11,18 +12,24 @@ from .errors import (
     ContextOverflow,
     EmptyPrompt,
     InstructionsInitializationBlocked,
+    InvalidArgument,
     InvalidInput,
     InvalidToolArguments,
     MalformedRequest,
     NotFound,
     PathOutsideWorkspace,
     PromptTooLarge,
+    ProviderAuthenticationError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderInvalidRequest,
+    ProviderNotFound,
     ProviderOverloaded,
     ProviderRateLimited,
     ProviderServerError,
     ProviderStreamInterrupted,
     ProviderTimeout,
+    SessionExists,
     SessiongenError,
     SessionNotFound,
     ToolError,
@@ -30,14 +37,7 @@ from .errors import (
     UnknownTool,
 )
 from .generate import GenerateResult, ToolResult, ToolsPolicy
-from .llm import (
-    LLMClient,
-    LLMRequest,
-    LLMResponse,
-    RecordingLLMClient,
-    ScriptedLLMClient,
-    ScriptedReply,
-)
+from .llm import LLMClient, LLMRequest, LLMResponse
 from .llm.anthropic import AnthropicLLMClient
 from .llm.types import Usage
 from .model import Agent, ModelRef, Session
@@ -55,6 +55,7 @@ __all__ = [
     "EmptyPrompt",
     "GenerateResult",
     "InstructionsInitializationBlocked",
+    "InvalidArgument",
     "InvalidInput",
     "InvalidToolArguments",
     "LLMClient",
@@ -65,20 +66,22 @@ __all__ = [
     "NotFound",
     "PathOutsideWorkspace",
     "PromptTooLarge",
+    "ProviderAuthenticationError",
+    "ProviderConnectionError",
     "ProviderError",
+    "ProviderInvalidRequest",
+    "ProviderNotFound",
     "ProviderOverloaded",
     "ProviderRateLimited",
     "ProviderServerError",
     "ProviderStreamInterrupted",
     "ProviderTimeout",
-    "RecordingLLMClient",
     "RequestHook",
     "RequestInfo",
-    "ScriptedLLMClient",
-    "ScriptedReply",
     "Session",
     "SessionContext",
     "SessionEngine",
+    "SessionExists",
     "SessionModelRequest",
     "SessionNotFound",
     "SessionStore",

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .cache.model import MAX_BREAKPOINTS
+from .cache.prefix import MAX_BREAKPOINTS
 from .llm.types import CacheMark, CacheTTL, LLMMessage, LLMRequest
 
 
 class CachePolicy(Protocol):
+    """Places cache breakpoints on a prepared request; see `opencode_default`."""
+
     def __call__(self, request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRequest:
         """Place breakpoints. `anchor` is the global index of the message content block the
         tail breakpoint goes on (None: the last block)."""
@@ -109,3 +111,7 @@ def previous_tail(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> 
 def no_cache(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRequest:
     """Place no breakpoints at all."""
     return request
+
+
+DEFAULT_CACHE_POLICY: CachePolicy = opencode_default
+"""The engine's policy when none is given: the one place the default is chosen."""

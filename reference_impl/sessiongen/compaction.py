@@ -3,11 +3,12 @@ record a durable compaction marker; later history starts at the summary."""
 
 from __future__ import annotations
 
+from .cache.catalog import get_model
 from .context import Snapshot
 from .errors import ContextOverflow
 from .llm.client import LLMClient, collect
 from .llm.types import LLMRequest
-from .model import CompactionCompleted, TextPart, UserMessage
+from .model import CompactionCompleted, TextPart, UserMessage, message_id
 from .request import SessionModelRequest
 from .store import SessionStore
 from .tokens import count_request_tokens
@@ -19,16 +20,21 @@ COMPACTION_PROMPT = (
 )
 
 
+def context_window(request: LLMRequest) -> int:
+    """The context window of the model `request` goes to, from the model catalog: the one
+    source, which the emulator's "prompt is too long" check reads too."""
+    return get_model(request.model).context_window
+
+
 def compaction_required(snapshot: Snapshot, request: LLMRequest) -> bool:
-    model = snapshot.agent.model
-    limit = model.context_window * snapshot.agent.compaction_threshold
+    limit = context_window(request) * snapshot.agent.compaction_threshold
     return count_request_tokens(request) + request.max_output_tokens > limit
 
 
 def check_fits(snapshot: Snapshot, request: LLMRequest) -> None:
     """Raise ContextOverflow when the request cannot fit the model's context window."""
     tokens = count_request_tokens(request)
-    window = snapshot.agent.model.context_window
+    window = context_window(request)
     if tokens > window:
         raise ContextOverflow(
             f"the request needs {tokens} input tokens; the context window is {window}",
@@ -53,7 +59,7 @@ async def compact(
         snapshot.session.id,
         lambda revision: [
             CompactionCompleted(
-                message_id=f"msg_{revision + 1:06d}", summary=response.text, usage=response.usage
+                message_id=message_id(revision + 1), summary=response.text, usage=response.usage
             )
         ],
     )

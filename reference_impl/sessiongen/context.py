@@ -43,7 +43,7 @@ class SessionContext:
         record = self.store.read(session_id)
         agent = self.agents.get(record.session.agent)
         if agent is None:
-            raise AgentNotFound(record.session.agent)
+            raise AgentNotFound(record.session.agent, known=self.agents)
         sources = resolve(agent, record.session.workspace)
         return Snapshot(
             session=record.session,

@@ -7,12 +7,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .admission import admission_events
-from .cache_policy import CachePolicy, opencode_default
+from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .context import SessionContext, Snapshot
-from .errors import AgentNotFound
+from .errors import AgentNotFound, InvalidArgument
 from .generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
 from .llm.client import LLMClient
-from .model import Agent, Session, SessionCreated
+from .model import Agent, Session
 from .request import RequestHook, SessionModelRequest
 from .runner import DrainResult, SessionRunner
 from .store import SessionStore
@@ -30,7 +30,7 @@ class SessionEngine:
         *,
         tools: ToolRegistry | None = None,
         hooks: Sequence[RequestHook] = (),
-        cache_policy: CachePolicy = opencode_default,
+        cache_policy: CachePolicy = DEFAULT_CACHE_POLICY,
     ) -> None:
         self.store = store
         self.llm = llm
@@ -52,19 +52,17 @@ class SessionEngine:
         session_id: str | None = None,
         parent_id: str | None = None,
     ) -> Session:
+        """A new Session (a fork when `parent_id` is given). The workspace must be an existing
+        directory; the id is allocated in the write transaction unless one is given."""
         if agent not in self.agents:
-            raise AgentNotFound(agent)
-        sid = session_id or f"ses_{len(self.store.session_ids()) + 1:06d}"
-        self.store.append(
-            sid,
-            [
-                SessionCreated(
-                    session_id=sid,
-                    agent=agent,
-                    workspace=None if workspace is None else str(workspace),
-                    parent_id=parent_id,
-                )
-            ],
+            raise AgentNotFound(agent, known=self.agents)
+        if workspace is not None and not Path(workspace).is_dir():
+            raise InvalidArgument(f"workspace {str(workspace)!r} is not an existing directory")
+        sid = self.store.create(
+            agent=agent,
+            workspace=None if workspace is None else str(workspace),
+            parent_id=parent_id,
+            session_id=session_id,
         )
         return self.store.read(sid).session
 
@@ -91,7 +89,7 @@ class SessionEngine:
         session_id: str,
         prompt: str,
         *,
-        tools_policy: ToolsPolicy = DEFAULT_TOOLS_POLICY,
+        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
         warming: bool = False,
         tag: str | None = None,
     ) -> GenerateResult:

@@ -7,7 +7,9 @@ the mapping from exception to wire lives here and nowhere else::
     ├── InvalidInput                      400  caller mistakes, rejected before any write
     │   ├── EmptyPrompt                   422
     │   ├── PromptTooLarge                413
-    │   └── MalformedRequest              400
+    │   ├── MalformedRequest              400
+    │   ├── InvalidArgument               422  also a ValueError
+    │   └── SessionExists                 409
     ├── NotFound                          404
     │   ├── SessionNotFound
     │   └── AgentNotFound
@@ -35,6 +37,7 @@ every durable change is one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 PROBLEM_BASE = "https://sessiongen.dev/problems/"
@@ -61,31 +64,63 @@ class SessiongenError(Exception):
 
 
 class InvalidInput(SessiongenError):
+    """The caller's input is invalid; it is rejected before anything is written."""
+
     http_status = 400
     problem = "invalid-input"
 
 
 class EmptyPrompt(InvalidInput):
+    """The prompt is empty."""
+
     http_status = 422
     problem = "empty-prompt"
 
 
 class PromptTooLarge(InvalidInput):
+    """The prompt is longer than admission accepts."""
+
     http_status = 413
     problem = "prompt-too-large"
 
 
 class MalformedRequest(InvalidInput):
+    """A request that does not parse or does not validate."""
+
     http_status = 400
     problem = "malformed-request"
 
 
+class InvalidArgument(InvalidInput, ValueError):
+    """A value of the wrong type or outside its choices (a tools policy, a prompt that is not
+    a string, a workspace that is not a directory). Also a ValueError, as Python callers
+    expect of a bad argument."""
+
+    http_status = 422
+    problem = "invalid-argument"
+
+
+class SessionExists(InvalidInput):
+    """A session with this id already exists."""
+
+    http_status = 409
+    problem = "session-exists"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} already exists")
+        self.session_id = session_id
+
+
 class NotFound(SessiongenError):
+    """A named resource does not exist."""
+
     http_status = 404
     problem = "not-found"
 
 
 class SessionNotFound(NotFound):
+    """No session has this id."""
+
     problem = "session-not-found"
 
     def __init__(self, session_id: str) -> None:
@@ -94,14 +129,19 @@ class SessionNotFound(NotFound):
 
 
 class AgentNotFound(NotFound):
+    """No agent of this name is configured."""
+
     problem = "agent-not-found"
 
-    def __init__(self, agent: str) -> None:
-        super().__init__(f"agent {agent!r} is not configured")
+    def __init__(self, agent: str, known: Iterable[str] = ()) -> None:
+        names = ", ".join(sorted(known)) or "none"
+        super().__init__(f"agent {agent!r} is not configured; known agents: {names}")
         self.agent = agent
 
 
 class InstructionsInitializationBlocked(SessiongenError):
+    """The session has no instructions baseline yet and an instruction source cannot be read."""
+
     http_status = 409
     problem = "instructions-initialization-blocked"
 
@@ -141,18 +181,26 @@ class ToolError(SessiongenError):
 
 
 class UnknownTool(ToolError):
+    """The model called a tool the agent does not have."""
+
     problem = "unknown-tool"
 
 
 class InvalidToolArguments(ToolError):
+    """A tool call's input does not fit the tool."""
+
     problem = "invalid-tool-arguments"
 
 
 class PathOutsideWorkspace(ToolError):
+    """A tool was asked for a path outside the session's workspace."""
+
     problem = "path-outside-workspace"
 
 
 class ToolExecutionFailed(ToolError):
+    """A tool ran and failed."""
+
     problem = "tool-execution-failed"
 
 
@@ -186,41 +234,59 @@ class ProviderError(SessiongenError):
 
 
 class ProviderInvalidRequest(ProviderError):
+    """The provider rejected the request as invalid (400, 413, 422)."""
+
     problem = "provider-invalid-request"
 
 
 class ProviderAuthenticationError(ProviderError):
+    """The provider refused the credentials (401, 402, 403), or there are none to send."""
+
     problem = "provider-authentication-error"
 
 
 class ProviderNotFound(ProviderError):
+    """The provider does not know the model or the endpoint (404)."""
+
     problem = "provider-not-found"
 
 
 class ProviderRateLimited(ProviderError):
+    """The provider rate-limited the call (429)."""
+
     http_status = 503
     problem = "provider-rate-limited"
 
 
 class ProviderOverloaded(ProviderError):
+    """The provider is overloaded (529)."""
+
     http_status = 503
     problem = "provider-overloaded"
 
 
 class ProviderServerError(ProviderError):
+    """The provider failed on its side (500 and any status without its own class)."""
+
     problem = "provider-server-error"
 
 
 class ProviderTimeout(ProviderError):
+    """The provider call timed out: the client's own timeout, or 408 / 504."""
+
     http_status = 504
     problem = "provider-timeout"
 
 
 class ProviderConnectionError(ProviderError):
+    """The provider could not be reached."""
+
     problem = "provider-connection-error"
 
 
 class ProviderStreamInterrupted(ProviderError):
+    """The provider stream broke, or ended before it finished."""
+
     problem = "provider-stream-interrupted"
 
 

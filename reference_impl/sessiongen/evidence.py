@@ -34,7 +34,7 @@ NEXT_PROMPT = "Does mean() handle an empty list?"
 async def first_turn(lab: EmulatorLab) -> str:
     """One durable turn with two tool calls; returns the session id."""
     session = lab.engine.create_session(SAMPLE_AGENT.name, workspace=lab.workspace)
-    await lab.script(*FIRST_TURN_SCRIPT)
+    lab.script(*FIRST_TURN_SCRIPT)
     await lab.engine.run(session.id, "What is in src/app.py, and is anything left to do?")
     return session.id
 
@@ -73,9 +73,9 @@ async def measure_tools_policy(
     async with emulator_lab(workspace) as lab:
         sid = await first_turn(lab)
         for _ in range(later_turns):
-            await lab.script({"text": LATER_ANSWER})
+            lab.script({"text": LATER_ANSWER})
             await lab.engine.run(sid, LATER_TURN)
-        turn = await lab.last_usage()
+        turn = lab.last_usage()
         written_by_turn = turn.read + turn.write_5m + turn.write_1h
         snapshot = lab.engine.select(sid)
         step = lab.engine.preparation.prepare(
@@ -85,9 +85,9 @@ async def measure_tools_policy(
             transient=(UserMessage(id="next", parts=(TextPart(text=RECAP_PROMPT),)),),
         )
         # The model answers the recap with a tool call, so D has something to execute.
-        await lab.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
+        lab.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
         result = await lab.engine.generate(sid, RECAP_PROMPT, tools_policy=policy)
-        logged = (await lab.requests())[-1]
+        logged = lab.requests()[-1]
         body = logged["body"]
         # The body as the emulator received it; headers and cache key as generate set them.
         sent = lab.engine.generator.prepare(sid, RECAP_PROMPT, tools_policy=policy).request
@@ -97,9 +97,13 @@ async def measure_tools_policy(
         )
         usage = LoggedUsage.of(logged)
         return PolicyRow(
-            policy=policy.value,
+            policy=policy.letter,
             tools_on_wire=len(body.get("tools", [])),
-            tool_choice=str(body.get("tool_choice", {}).get("type", "auto (omitted)")),
+            tool_choice=str(
+                body.get("tool_choice", {}).get(
+                    "type", "auto (omitted)" if body.get("tools") else "— (no tools)"
+                )
+            ),
             prefix_written=written_by_turn,
             read=usage.read,
             written=usage.write_5m + usage.write_1h,
@@ -146,20 +150,20 @@ async def measure_warming(
         ping = LoggedUsage(0, 0, 0, 0, 0)
         ping_cost = 0.0
         if placement != "no ping":
-            await lab.advance(ping_at)
+            lab.advance(ping_at)
             await lab.engine.generate(
                 sid,
                 "This is a keep-alive request. Reply with exactly: OK",
                 warming=placement == "ping: warming shape",
             )
-            logged = (await lab.requests())[-1]
+            logged = lab.requests()[-1]
             ping, ping_cost = LoggedUsage.of(logged), cost(logged["usage"], logged["body"]["model"])
-            await lab.advance(next_at - ping_at)
+            lab.advance(next_at - ping_at)
         else:
-            await lab.advance(next_at)
-        await lab.script({"text": "No: mean([]) divides by zero."})
+            lab.advance(next_at)
+        lab.script({"text": "No: mean([]) divides by zero."})
         await lab.engine.run(sid, NEXT_PROMPT)
-        logged = (await lab.requests())[-1]
+        logged = lab.requests()[-1]
         nxt = LoggedUsage.of(logged)
         return WarmingRow(
             placement=placement,
@@ -175,3 +179,87 @@ async def measure_warming(
 
 async def measure_warming_placements(root: Path) -> list[WarmingRow]:
     return [await measure_warming(root / f"w{i}", p) for i, p in enumerate(PLACEMENTS)]
+
+
+# --- the contract's measured tables ---------------------------------------------------------
+
+EVIDENCE_DIR = Path("contract") / "evidence"
+"""Where the contract's generated tables live (relative to the repository root); the contract
+includes them, and a test regenerates them and fails when a committed one differs."""
+
+
+def _micro_usd(value: float) -> str:
+    return f"{value * 1e6:,.1f} µ$"
+
+
+def tools_policy_table(rows: list[PolicyRow]) -> str:
+    """SG-TOOLS-2's table, as markdown, from `measure_tools_policies(later_turns=2)`."""
+    names = {p.letter: p.value for p in ToolsPolicy}
+    lines = [
+        "| policy | tools on the wire | tool choice | prefix written by the turn "
+        "| read by generate | prefix hit | parity violations | tools executed | cost |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.policy} `{names[r.policy]}` | {r.tools_on_wire} | {r.tool_choice} "
+            f"| {r.prefix_written:,} | {r.read:,} | {r.prefix_hit:.0%} | {r.parity_violations} "
+            f"| {r.tools_executed} | {_micro_usd(r.cost_usd)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def warming_table(rows: list[WarmingRow]) -> str:
+    """SG-WARM-1's table, as markdown, from `measure_warming_placements`."""
+    lines = [
+        "| placement | ping read / written / output | next turn read / written | total cost |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        ping = (
+            "—"
+            if r.placement == "no ping"
+            else f"{r.ping_read:,} / {r.ping_written:,} / {r.ping_output:,}"
+        )
+        lines.append(
+            f"| {r.placement} | {ping} | {r.next_read:,} / {r.next_written:,} "
+            f"| {_micro_usd(r.total_cost_usd)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+async def contract_tables(scratch: Path) -> dict[str, str]:
+    """Every generated table of the contract: file name -> markdown."""
+    return {
+        "tools-policy.md": tools_policy_table(
+            await measure_tools_policies(scratch / "policies", later_turns=2)
+        ),
+        "warming-placement.md": warming_table(
+            await measure_warming_placements(scratch / "warming")
+        ),
+    }
+
+
+async def write_contract_tables(root: Path, scratch: Path) -> list[Path]:
+    """Measure and write the contract's tables under `root / EVIDENCE_DIR`."""
+    out = root / EVIDENCE_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (await contract_tables(scratch)).items():
+        (out / name).write_text(text, encoding="utf-8")
+        written.append(out / name)
+    return written
+
+
+async def _main() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in await write_contract_tables(Path.cwd(), Path(scratch)):
+            print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    import asyncio
+
+    asyncio.run(_main())

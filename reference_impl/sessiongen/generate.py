@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -19,31 +20,50 @@ from pydantic import BaseModel, ConfigDict
 from .admission import validate_prompt
 from .compaction import check_fits
 from .context import SessionContext
-from .errors import ToolError
+from .errors import InvalidArgument
 from .llm.client import LLMClient
 from .llm.types import FinishReason, LLMRequest, ToolCall, ToolChoice, Usage
 from .model import InstructionMessage, Message, TextPart, UserMessage
 from .request import SessionModelRequest
-from .tools import ToolRegistry
+from .tools import ToolRegistry, run_tool_call
 
 
 class ToolsPolicy(StrEnum):
-    """What a transient request does with the agent's tools."""
+    """What a transient request does with the agent's tools (policies A-D of the contract)."""
 
-    DEFINITIONS = "A"
+    DEFINITIONS = "definitions"
     """A: definitions kept with the normal tool choice; calls returned, never executed."""
-    NO_TOOLS = "B"
+    NO_TOOLS = "no_tools"
     """B: no tool definitions on the wire."""
-    CHOICE_NONE = "C"
+    CHOICE_NONE = "choice_none"
     """C: definitions kept, tool choice none."""
-    EXECUTE_ONCE = "D"
+    EXECUTE_ONCE = "execute_once"
     """D: calls executed once in an isolated copy of the workspace; results returned."""
+
+    @property
+    def letter(self) -> str:
+        """The contract's name for the policy: A, B, C or D."""
+        return "ABCD"[list(ToolsPolicy).index(self)]
+
+    @classmethod
+    def parse(cls, value: object) -> ToolsPolicy:
+        """The policy named by `value` (a ToolsPolicy or its word); anything else is an
+        `InvalidArgument` (a ValueError) naming the choices."""
+        if isinstance(value, str):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        choices = ", ".join(p.value for p in cls)
+        raise InvalidArgument(f"tools_policy must be one of {choices}; got {value!r}")
 
 
 DEFAULT_TOOLS_POLICY = ToolsPolicy.DEFINITIONS
 
 
 class ToolResult(BaseModel):
+    """The result of one tool call that a transient call ran (see `GenerateResult`)."""
+
     model_config = ConfigDict(frozen=True)
     call_id: str
     text: str
@@ -65,7 +85,7 @@ class GenerateResult(BaseModel):
     tool_results: tuple[ToolResult, ...] = ()
 
 
-def apply_tools_policy(request: LLMRequest, policy: ToolsPolicy) -> LLMRequest:
+def apply_tools_policy(policy: ToolsPolicy, request: LLMRequest) -> LLMRequest:
     if policy is ToolsPolicy.NO_TOOLS:
         return request.model_copy(update={"tools": (), "tool_choice": None})
     if policy is ToolsPolicy.CHOICE_NONE and request.tools:
@@ -78,6 +98,7 @@ class PreparedGenerate:
     """The request generate would send, with the snapshot it was prepared from."""
 
     request: LLMRequest
+    tools_policy: ToolsPolicy
     revision: int
     workspace: str | None
     permitted: tuple[str, ...]
@@ -101,12 +122,17 @@ class SessionGenerate:
         session_id: str,
         prompt: str,
         *,
-        tools_policy: ToolsPolicy = DEFAULT_TOOLS_POLICY,
+        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
         warming: bool = False,
         tag: str | None = None,
     ) -> PreparedGenerate:
         """The request generate would send, without sending it."""
+        policy = ToolsPolicy.parse(tools_policy)
         validate_prompt(prompt)
+        if not isinstance(warming, bool):
+            raise InvalidArgument(f"warming must be a bool, not {type(warming).__name__}")
+        if tag is not None and not isinstance(tag, str):
+            raise InvalidArgument(f"tag must be a string or None, not {type(tag).__name__}")
         snapshot = self.context.select(session_id)
         transient: list[Message] = []
         if snapshot.instructions.update is not None:
@@ -119,15 +145,12 @@ class SessionGenerate:
             operation="generate",
             transient=transient,
             tag=tag,
-            cache_anchor="shared" if warming else "tail",
+            warming=warming,
+            shape=partial(apply_tools_policy, policy),
         )
-        if warming:
-            # No output wanted; an adapter whose provider cannot pre-warm raises it minimally.
-            request = request.model_copy(update={"max_output_tokens": 0})
-        request = apply_tools_policy(request, tools_policy)
         check_fits(snapshot, request)
         return PreparedGenerate(
-            request, snapshot.revision, snapshot.session.workspace, snapshot.agent.tools
+            request, policy, snapshot.revision, snapshot.session.workspace, snapshot.agent.tools
         )
 
     async def generate(
@@ -135,7 +158,7 @@ class SessionGenerate:
         session_id: str,
         prompt: str,
         *,
-        tools_policy: ToolsPolicy = DEFAULT_TOOLS_POLICY,
+        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
         warming: bool = False,
         tag: str | None = None,
     ) -> GenerateResult:
@@ -144,7 +167,7 @@ class SessionGenerate:
         )
         response = await self.llm.generate(prepared.request)
         results: tuple[ToolResult, ...] = ()
-        if tools_policy is ToolsPolicy.EXECUTE_ONCE and response.tool_calls:
+        if prepared.tools_policy is ToolsPolicy.EXECUTE_ONCE and response.tool_calls:
             results = self._execute_isolated(response.tool_calls, prepared)
         return GenerateResult(
             text=response.text,
@@ -159,20 +182,17 @@ class SessionGenerate:
     def _execute_isolated(
         self, calls: tuple[ToolCall, ...], prepared: PreparedGenerate
     ) -> tuple[ToolResult, ...]:
-        """Policy D: run each permitted call once in a throwaway copy of the workspace."""
+        """Policy D: run each call once in a throwaway copy of the workspace."""
         with tempfile.TemporaryDirectory(prefix="sessiongen-d-") as scratch:
             copy = Path(scratch) / "workspace"
             if prepared.workspace is not None:
                 shutil.copytree(prepared.workspace, copy)
             else:
                 copy.mkdir()
-            results = []
-            for call in calls:
-                try:
-                    if call.name not in prepared.permitted:
-                        raise ToolError(f"tool {call.name!r} is not permitted for this agent")
-                    text, is_error = self.tools.get(call.name).execute(copy, call.input), False
-                except ToolError as error:
-                    text, is_error = f"{type(error).__name__}: {error}", True
-                results.append(ToolResult(call_id=call.id, text=text, is_error=is_error))
-            return tuple(results)
+            outcomes = [
+                (call, run_tool_call(self.tools, call, prepared.permitted, copy)) for call in calls
+            ]
+        return tuple(
+            ToolResult(call_id=call.id, text=outcome.text, is_error=outcome.is_error)
+            for call, outcome in outcomes
+        )

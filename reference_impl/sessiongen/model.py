@@ -32,6 +32,8 @@ __all__ = [
     "ToolExecuted",
     "Usage",
     "UserMessage",
+    "input_id",
+    "message_id",
 ]
 
 
@@ -40,11 +42,11 @@ class _Model(BaseModel):
 
 
 class ModelRef(_Model):
-    """Which model a Session's agent talks to, and the window it must fit."""
+    """Which model a Session's agent talks to; its facts (context window, ...) come from the
+    model catalog, `sessiongen.cache.get_model(id)`."""
 
     provider: Literal["anthropic"] = "anthropic"
     id: str = "claude-sonnet-4-6"
-    context_window: int = 200_000
 
 
 class Agent(_Model):
@@ -64,11 +66,26 @@ class Agent(_Model):
 
 
 class Session(_Model):
+    """A durable Session. A fork records its parent and the root of its fork tree, so every
+    Session of one tree shares one prompt-cache identity (`root_id`, itself for a root)."""
+
     id: str
     agent: str
     workspace: str | None = None
     parent_id: str | None = None
+    root_id: str
     revision: int = 0
+
+
+def message_id(revision: int) -> str:
+    """The id of a message created by the event at `revision`: unique within a Session
+    without a read-then-write race, since the revision is allocated in the write transaction."""
+    return f"msg_{revision:06d}"
+
+
+def input_id(revision: int) -> str:
+    """The id of a pending input admitted by the event at `revision`."""
+    return f"in_{revision:06d}"
 
 
 # --- message parts -------------------------------------------------------------------------
@@ -169,6 +186,7 @@ class SessionCreated(_Model):
     agent: str
     workspace: str | None = None
     parent_id: str | None = None
+    root_id: str | None = None  # None: the session is its own root
 
 
 class InputAdmitted(_Model):

@@ -1,7 +1,8 @@
 """The parity diff: every difference between a durable Step's wire request and a generate
 request for the same snapshot, each classified as allowed or a violation.
 
-Allowed: the appended transient message (trailing user blocks after the shared history), the
+Allowed: the appended transient message (trailing user text blocks after the shared history,
+as many as the Step's own new message has), the
 warming-only breakpoint move (a cache mark on the last shared block), and `max_tokens`.
 Everything else (tools, tool choice, system, history, model, thinking or effort settings,
 provider options, headers, prompt-cache key) is a violation: it changes what the provider
@@ -125,18 +126,30 @@ def _diff_messages(
                     else "cache breakpoint moved inside the shared history",
                 )
             )
-    for side, tail in (("step", a[shared:]), ("generate", b[shared:])):
+    a_tail, b_tail = a[shared:], b[shared:]
+    # The transient message replaces the Step's own new message: the same number of trailing
+    # user text blocks on both sides (the prompt, with the instruction update if pending).
+    # An extra block on one side is something else, e.g. a hook injecting text.
+    same_shape = len(a_tail) == len(b_tail)
+    for side, tail in (("step", a_tail), ("generate", b_tail)):
         for role, m, k, block in tail:
-            transient = role == "user" and block.get("type") == "text"
+            transient = role == "user" and block.get("type") == "text" and same_shape
+            if transient:
+                reason = f"{side}'s own trailing user text (the transient message)"
+            elif role == "user" and block.get("type") == "text":
+                reason = (
+                    f"{side} appends {len(tail)} trailing blocks where the other side appends "
+                    f"{len(b_tail) if side == 'step' else len(a_tail)}"
+                )
+            else:
+                reason = f"history differs ({side} has a {role} {block.get('type')} block)"
             out.append(
                 Difference(
                     f"messages[{m}].content[{k}]",
                     block if side == "step" else None,
                     block if side == "generate" else None,
                     "allowed" if transient else "violation",
-                    f"{side}'s own trailing user text (the transient message)"
-                    if transient
-                    else f"history differs ({side} has a {role} {block.get('type')} block)",
+                    reason,
                 )
             )
 

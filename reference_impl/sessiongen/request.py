@@ -3,23 +3,25 @@
 The durable Step, session.generate and compaction all call `prepare`. It builds the request
 from a snapshot (agent, model, system and instruction baseline, active history, permitted
 tool definitions, headers, prompt-cache key, provider options), appends the caller's
-transient messages, runs the request hooks, and finally places cache breakpoints.
+transient messages, applies the operation's shape (generate's tools policy, the warming
+output limit), runs the request hooks on the result, and finally places cache breakpoints.
+Hooks see the request as it will be sent, except for the breakpoints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from .cache_policy import CachePolicy, block_count, opencode_default
+from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy, block_count
 from .context import Snapshot
 from .llm.types import LLMRequest, SystemPart, ToolChoice
 from .model import Message
 from .transcript import to_llm_messages
 
 Operation = Literal["step", "generate", "compaction"]
-CacheAnchor = Literal["tail", "shared"]
+RequestShape = Callable[[LLMRequest], LLMRequest]
 
 
 @dataclass(frozen=True)
@@ -31,15 +33,19 @@ class RequestInfo:
     revision: int
     step: int | None = None
     tag: str | None = None
+    warming: bool = False
+    """A keep-alive ping: recognise warming by this flag, never by the prompt text."""
 
 
 class RequestHook(Protocol):
+    """Transforms a prepared request just before it is sent; `info` says which one."""
+
     def __call__(self, request: LLMRequest, info: RequestInfo) -> LLMRequest: ...
 
 
 def prompt_cache_key(snapshot: Snapshot) -> str:
-    """Session-derived cache identity: forks share their root's key."""
-    return snapshot.session.parent_id or snapshot.session.id
+    """Session-derived cache identity: every fork of a tree shares its root's key."""
+    return snapshot.session.root_id
 
 
 def session_headers(snapshot: Snapshot) -> dict[str, str]:
@@ -54,7 +60,7 @@ class SessionModelRequest:
     """Request preparation with its hooks and cache policy."""
 
     hooks: Sequence[RequestHook] = ()
-    cache_policy: CachePolicy = field(default=opencode_default)
+    cache_policy: CachePolicy = field(default=DEFAULT_CACHE_POLICY)
 
     def build(
         self,
@@ -90,25 +96,34 @@ class SessionModelRequest:
         step: int | None = None,
         transient: Sequence[Message] = (),
         tag: str | None = None,
-        cache_anchor: CacheAnchor = "tail",
+        warming: bool = False,
+        shape: RequestShape | None = None,
     ) -> LLMRequest:
-        """Build the request for `snapshot`, run the hooks, place cache breakpoints.
+        """Build the request for `snapshot`, shape it, run the hooks, place cache breakpoints.
 
-        `transient` messages are appended in memory. `cache_anchor="shared"` puts the tail
-        breakpoint on the last block of the snapshot's history instead of the last block of
-        the request (the warming shape).
+        `transient` messages are appended in memory. `warming` asks for no output
+        (`max_output_tokens` 0) and puts the tail breakpoint on the last block of the
+        snapshot's history instead of the last block of the request. `shape` is the caller's
+        own change (generate's tools policy); it runs before the hooks, so what a hook sees
+        and edits is what reaches the wire.
         """
         request = self.build(snapshot, operation=operation, step=step, transient=transient)
+        if warming:
+            # No output wanted; an adapter whose provider cannot pre-warm raises it minimally.
+            request = request.model_copy(update={"max_output_tokens": 0})
+        if shape is not None:
+            request = shape(request)
         info = RequestInfo(
             operation=operation,
             session_id=snapshot.session.id,
             revision=snapshot.revision,
             step=step,
             tag=tag,
+            warming=warming,
         )
         for hook in self.hooks:
             request = hook(request, info)
         anchor = None
-        if cache_anchor == "shared":
+        if warming:
             anchor = block_count(to_llm_messages(snapshot.history)) - 1
         return self.cache_policy(request, anchor=anchor, ttl=snapshot.agent.cache_ttl)

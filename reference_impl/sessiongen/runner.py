@@ -12,7 +12,15 @@ from .context import SessionContext, Snapshot
 from .instructions import commit_event
 from .llm.client import LLMClient
 from .llm.types import FinishReason, Usage
-from .model import AssistantMessage, Event, StepInterrupted, StepStarted, TextPart, UserMessage
+from .model import (
+    AssistantMessage,
+    Event,
+    StepInterrupted,
+    StepStarted,
+    TextPart,
+    UserMessage,
+    message_id,
+)
 from .request import SessionModelRequest
 from .settlement import execute_tools, settle_stream
 from .store import SessionStore
@@ -23,6 +31,8 @@ INTERRUPTED_BY_EXIT = "the process ended before the Step settled"
 
 @dataclass(frozen=True)
 class DrainResult:
+    """What one drain did: the steps it ran, the last finish reason, the summed usage."""
+
     steps: int
     finish_reason: FinishReason | None
     usage: Usage = field(default_factory=Usage)
@@ -54,7 +64,7 @@ class SessionRunner:
             return False
         self.store.append(
             snapshot.session.id,
-            lambda revision: [commit_event(assembled, f"msg_{revision + 1:06d}")],
+            lambda revision: [commit_event(assembled, message_id(revision + 1))],
         )
         return True
 
@@ -87,19 +97,19 @@ class SessionRunner:
             model = snapshot.agent.model.id
 
             def started(revision: int, step: int = step, model: str = model) -> list[Event]:
-                return [StepStarted(message_id=f"msg_{revision + 1:06d}", step=step, model=model)]
+                return [StepStarted(message_id=message_id(revision + 1), step=step, model=model)]
 
             revision = self.store.append(session_id, started)
-            message_id = f"msg_{revision:06d}"
+            step_message = message_id(revision)
             settled = await settle_stream(
-                self.store, session_id, message_id, self.llm.stream(request)
+                self.store, session_id, step_message, self.llm.stream(request)
             )
             usage = usage + settled.usage
             finish = settled.finish_reason
             execute_tools(
                 self.store,
                 session_id,
-                message_id,
+                step_message,
                 settled.tool_calls,
                 self.tools,
                 snapshot.agent.tools,

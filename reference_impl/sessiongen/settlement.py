@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ContextOverflow, ProviderError, ProviderStreamInterrupted, ToolError
+from .errors import ContextOverflow, ProviderError, ProviderStreamInterrupted
 from .llm.client import StreamFold
 from .llm.types import FinishReason, StreamEvent, ToolCall, Usage
 from .model import (
@@ -24,7 +24,7 @@ from .model import (
     ToolExecuted,
 )
 from .store import SessionStore
-from .tools import ToolRegistry
+from .tools import ToolRegistry, run_tool_call
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,12 @@ class Settled:
 
 def _parts(fold: StreamFold, *, with_calls: bool = True) -> tuple[Part, ...]:
     parts: list[Part] = []
-    if fold.reasoning:
-        parts.append(ReasoningPart(text="".join(fold.reasoning)))
+    if fold.reasoning or fold.reasoning_signature:
+        # The signature goes back on the wire with the thinking block in later requests,
+        # which the provider requires after a tool call made with extended thinking.
+        parts.append(
+            ReasoningPart(text="".join(fold.reasoning), signature=fold.reasoning_signature)
+        )
     if fold.text:
         parts.append(TextPart(text="".join(fold.text)))
     if with_calls:
@@ -84,20 +88,17 @@ def execute_tools(
     workspace: str | None,
 ) -> None:
     """Run each call once, in order; each result is its own durable event."""
+    root = None if workspace is None else Path(workspace)
     for call in calls:
-        try:
-            if call.name not in permitted:
-                raise ToolError(f"tool {call.name!r} is not permitted for this agent")
-            if workspace is None:
-                raise ToolError("this session has no workspace")
-            result, is_error = tools.get(call.name).execute(Path(workspace), call.input), False
-        except ToolError as error:
-            result, is_error = f"{type(error).__name__}: {error}", True
+        outcome = run_tool_call(tools, call, permitted, root)
         store.append(
             session_id,
             [
                 ToolExecuted(
-                    message_id=message_id, call_id=call.id, result=result, is_error=is_error
+                    message_id=message_id,
+                    call_id=call.id,
+                    result=outcome.text,
+                    is_error=outcome.is_error,
                 )
             ],
         )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from .errors import SessionNotFound
+from .errors import SessionExists, SessionNotFound
 from .model import (
     AssistantMessage,
     CompactionCompleted,
@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     agent TEXT NOT NULL,
     workspace TEXT,
     parent_id TEXT,
+    root_id TEXT NOT NULL,
     revision INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS messages (
@@ -166,27 +167,58 @@ class SessionStore:
         """
         with self._transaction("IMMEDIATE") as db:
             row = db.execute("SELECT revision FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            revision = 0 if row is None else int(row[0])
+            if row is None:
+                raise SessionNotFound(session_id)
+            revision = int(row[0])
             if callable(events):
                 events = events(revision)
-            first = events[0] if events else None
-            if row is None and not isinstance(first, SessionCreated):
-                raise SessionNotFound(session_id)
-            for event in events:
-                revision += 1
-                db.execute(
-                    "INSERT INTO events (session_id, revision, type, data) VALUES (?, ?, ?, ?)",
-                    (session_id, revision, event.type, event.model_dump_json()),
-                )
-                _project(db, session_id, event)
-            db.execute("UPDATE sessions SET revision = ? WHERE id = ?", (revision, session_id))
-            return revision
+            return _write(db, session_id, revision, events)
+
+    def create(
+        self,
+        *,
+        agent: str,
+        workspace: str | None = None,
+        parent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> str:
+        """Create a session in one write transaction and return its id.
+
+        Without `session_id` the next free `ses_NNNNNN` id is allocated inside the transaction,
+        so concurrent creates never collide. A fork's root is its parent's root, so a fork of
+        a fork shares the cache identity of the tree's root.
+        """
+        with self._transaction("IMMEDIATE") as db:
+            root_id = None
+            if parent_id is not None:
+                parent = db.execute(
+                    "SELECT root_id FROM sessions WHERE id = ?", (parent_id,)
+                ).fetchone()
+                if parent is None:
+                    raise SessionNotFound(parent_id)
+                root_id = str(parent[0])
+            if session_id is None:
+                count = int(db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+                session_id = f"ses_{count + 1:06d}"
+                while _exists(db, session_id):
+                    count += 1
+                    session_id = f"ses_{count + 1:06d}"
+            elif _exists(db, session_id):
+                raise SessionExists(session_id)
+            created = SessionCreated(
+                session_id=session_id,
+                agent=agent,
+                workspace=workspace,
+                parent_id=parent_id,
+                root_id=root_id,
+            )
+            _write(db, session_id, 0, [created])
+            return session_id
 
     # --- reads -----------------------------------------------------------------------------
 
     def exists(self, session_id: str) -> bool:
-        row = self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        return row is not None
+        return _exists(self._db, session_id)
 
     def session_ids(self) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY rowid")]
@@ -195,13 +227,18 @@ class SessionStore:
         """A consistent view of one session: one read transaction."""
         with self._transaction("DEFERRED") as db:
             row = db.execute(
-                "SELECT agent, workspace, parent_id, revision FROM sessions WHERE id = ?",
+                "SELECT agent, workspace, parent_id, root_id, revision FROM sessions WHERE id = ?",
                 (session_id,),
             ).fetchone()
             if row is None:
                 raise SessionNotFound(session_id)
             session = Session(
-                id=session_id, agent=row[0], workspace=row[1], parent_id=row[2], revision=row[3]
+                id=session_id,
+                agent=row[0],
+                workspace=row[1],
+                parent_id=row[2],
+                root_id=row[3],
+                revision=row[4],
             )
             rows = db.execute(
                 "SELECT data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
@@ -266,6 +303,23 @@ class SessionStore:
 # --- the projector: the one place events become projections ----------------------------------
 
 
+def _exists(db: sqlite3.Connection, session_id: str) -> bool:
+    return db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
+
+def _write(db: sqlite3.Connection, session_id: str, revision: int, events: Sequence[Event]) -> int:
+    """Insert `events` after `revision` and project each; returns the new revision."""
+    for event in events:
+        revision += 1
+        db.execute(
+            "INSERT INTO events (session_id, revision, type, data) VALUES (?, ?, ?, ?)",
+            (session_id, revision, event.type, event.model_dump_json()),
+        )
+        _project(db, session_id, event)
+    db.execute("UPDATE sessions SET revision = ? WHERE id = ?", (revision, session_id))
+    return revision
+
+
 def _next_seq(db: sqlite3.Connection, table: str, session_id: str) -> int:
     row = db.execute(
         f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE session_id = ?", (session_id,)
@@ -319,8 +373,15 @@ def _add_usage(db: sqlite3.Connection, session_id: str, usage: Usage) -> None:
 def _project(db: sqlite3.Connection, session_id: str, event: Event) -> None:
     if isinstance(event, SessionCreated):
         db.execute(
-            "INSERT INTO sessions (id, agent, workspace, parent_id, revision) VALUES (?,?,?,?,0)",
-            (session_id, event.agent, event.workspace, event.parent_id),
+            "INSERT INTO sessions (id, agent, workspace, parent_id, root_id, revision)"
+            " VALUES (?,?,?,?,?,0)",
+            (
+                session_id,
+                event.agent,
+                event.workspace,
+                event.parent_id,
+                event.root_id or session_id,
+            ),
         )
         db.execute("INSERT INTO usage_totals (session_id) VALUES (?)", (session_id,))
     elif isinstance(event, InputAdmitted):

@@ -1,4 +1,5 @@
-"""The built-in workspace tools (read_file, list_files, grep), confined to the workspace root.
+"""The built-in workspace tools (read_file, list_files, grep, write_file), confined to the
+workspace root, and `run_tool_call`, the one way a model's tool call is run.
 
 A tool validates its arguments with a pydantic model and resolves every path inside the
 workspace; a path that escapes it is a `PathOutsideWorkspace` tool error, never a crash.
@@ -22,7 +23,7 @@ from .errors import (
     ToolExecutionFailed,
     UnknownTool,
 )
-from .llm.types import ToolDefinition
+from .llm.types import ToolCall, ToolDefinition
 
 MAX_OUTPUT_CHARS = 20_000
 
@@ -42,6 +43,11 @@ class ListFilesArgs(_Args):
 class GrepArgs(_Args):
     pattern: str = Field(description="A Python regular expression.")
     path: str = Field(default=".", description="Directory or file to search.")
+
+
+class WriteFileArgs(_Args):
+    path: str = Field(description="File path relative to the workspace root.")
+    content: str = Field(description="The complete new UTF-8 content of the file.")
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,13 @@ def _grep(workspace: Path, args: GrepArgs) -> str:
     return "\n".join(hits) if hits else "no matches"
 
 
+def _write_file(workspace: Path, args: WriteFileArgs) -> str:
+    target = resolve_inside(workspace, args.path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(args.content, encoding="utf-8")
+    return f"wrote {len(args.content.encode('utf-8'))} bytes to {args.path}"
+
+
 BUILTIN_TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
@@ -138,6 +151,12 @@ BUILTIN_TOOLS: dict[str, Tool] = {
             "Search workspace files for lines matching a regular expression.",
             GrepArgs,
             _grep,
+        ),
+        Tool(
+            "write_file",
+            "Create or replace a UTF-8 text file in the workspace.",
+            WriteFileArgs,
+            _write_file,
         ),
     )
 }
@@ -157,3 +176,29 @@ class ToolRegistry:
         if name not in self._tools:
             raise UnknownTool(f"no tool named {name!r}")
         return self._tools[name]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What one tool call produced: its text, or a tool error's text."""
+
+    text: str
+    is_error: bool = False
+
+
+def run_tool_call(
+    registry: ToolRegistry,
+    call: ToolCall,
+    permitted: tuple[str, ...],
+    workspace: Path | None,
+) -> ToolOutcome:
+    """Run one model tool call with its permission check; every failure is a tool error
+    result, never a crash. Settlement and generate's policy D both run calls through here."""
+    try:
+        if call.name not in permitted:
+            raise ToolError(f"tool {call.name!r} is not permitted for this agent")
+        if workspace is None:
+            raise ToolError("this session has no workspace")
+        return ToolOutcome(registry.get(call.name).execute(workspace, call.input))
+    except ToolError as error:
+        return ToolOutcome(f"{type(error).__name__}: {error}", is_error=True)

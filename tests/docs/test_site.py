@@ -361,7 +361,7 @@ def _http(url: str, body: Any = None) -> tuple[int, Any]:
 def _keys(value: Any) -> Any:
     """The shape of a JSON value: its keys, recursively through the first list item."""
     if isinstance(value, dict):
-        return {k: _keys(v) for k, v in value.items() if k != "body"}
+        return {k: _keys(v) for k, v in value.items() if k not in ("body", "headers")}
     if isinstance(value, list) and value:
         return [_keys(value[0])]
     return None

@@ -68,7 +68,7 @@ async def test_a_swapped_policy_reaches_the_wire(tmp_path: Path) -> None:
             engine = lab.rebuild(cache_policy=policy)
             session = engine.create_session("forge", workspace=lab.workspace)
             await engine.run(session.id, "Hello.")
-            logged = (await lab.requests())[-1]
+            logged = lab.requests()[-1]
             body = logged["body"]
             marked = [b for m in body["messages"] for b in m["content"] if "cache_control" in b]
             system_marked = [p for p in body["system"] if "cache_control" in p]
@@ -100,12 +100,12 @@ async def _tool_heavy_step_reads(
     async with emulator_lab(tmp_path) as lab:
         engine = lab.rebuild(cache_policy=policy)
         session = engine.create_session("forge", workspace=lab.workspace)
-        await lab.script(
+        lab.script(
             {"text": "", "tool_calls": [{"name": "list_files", "input": {}}] * calls},
             {"text": "done"},
         )
         await engine.run(session.id, "Explore the repository.")
-        first, second = [r["usage"] for r in (await lab.requests())[-2:]]
+        first, second = [r["usage"] for r in lab.requests()[-2:]]
         return first["cache_read_input_tokens"] + first["cache_creation_input_tokens"], second[
             "cache_read_input_tokens"
         ]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sessiongen import Agent, LLMRequest, ModelRef, RequestInfo, ScriptedReply
+from sessiongen import Agent, LLMRequest, RequestInfo
+from sessiongen.cache import override_model
 from sessiongen.llm.types import SystemPart
+from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
 from ..golden import assert_golden
@@ -54,21 +56,21 @@ async def test_step_after_compaction(
 ) -> None:
     small = agent.model_copy(
         update={
-            "model": ModelRef(id="claude-sonnet-4-6", context_window=1200),
             "max_output_tokens": 64,
         }
     )
-    engine, scripted, recording = make_engine(agents=[small])
-    session = engine.create_session("build", workspace=workspace, session_id="ses_compacted")
-    for turn in range(10):
-        scripted.queue([ScriptedReply(text=f"Answer {turn}. " + "Many details follow. " * 25)])
-        await engine.run(session.id, f"Question {turn}?")
-        if engine.store.dump()["compactions"]:
-            break
-    assert engine.store.dump()["compactions"], "history never grew past the threshold"
-    scripted.queue([ScriptedReply(text="Final.")])
-    await engine.run(session.id, "And now?")
-    assert_golden(GOLDEN / "step_after_compaction.json", _dump(recording.requests[-1]))
+    with override_model("claude-sonnet-4-6", context_window=1200):
+        engine, scripted, recording = make_engine(agents=[small])
+        session = engine.create_session("build", workspace=workspace, session_id="ses_compacted")
+        for turn in range(10):
+            scripted.queue([ScriptedReply(text=f"Answer {turn}. " + "Many details follow. " * 25)])
+            await engine.run(session.id, f"Question {turn}?")
+            if engine.store.dump()["compactions"]:
+                break
+        assert engine.store.dump()["compactions"], "history never grew past the threshold"
+        scripted.queue([ScriptedReply(text="Final.")])
+        await engine.run(session.id, "And now?")
+        assert_golden(GOLDEN / "step_after_compaction.json", _dump(recording.requests[-1]))
 
 
 async def test_hooks_transform_the_step_request(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sessiongen import Agent, ModelRef, ScriptedReply
+from sessiongen import Agent
+from sessiongen.cache import override_model
 from sessiongen.model import CompactionMessage
+from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
 
@@ -15,39 +17,41 @@ async def test_compaction_replaces_active_history(
 ) -> None:
     small = agent.model_copy(
         update={
-            "model": ModelRef(id="claude-sonnet-4-6", context_window=1200),
             "max_output_tokens": 64,
         }
     )
-    engine, scripted, recording = make_engine(agents=[small])
-    session = engine.create_session("build", workspace=workspace)
-    long_answer = "The answer involves many details. " * 40
-    for turn in range(3):
-        scripted.queue([ScriptedReply(text=long_answer)])
-        await engine.run(session.id, f"question {turn}")
-    operations = []
-    compacted = False
-    for request in recording.requests:
-        last = request.messages[-1].content[-1]
-        is_compaction = last.type == "text" and last.text.startswith("Summarise this conversation")
-        operations.append("compaction" if is_compaction else "step")
-        compacted |= is_compaction
-    assert compacted, operations
-    record = engine.store.read(session.id)
-    markers = [m for m in record.messages if isinstance(m, CompactionMessage)]
-    assert markers and engine.store.dump()["compactions"]
-    # After the marker, the next Step's history starts with the summary.
-    scripted.queue([ScriptedReply(text="short")])
-    await engine.run(session.id, "after")
-    first_block = recording.requests[-1].messages[0].content[0]
-    assert first_block.type == "text" and first_block.text.startswith(
-        "Summary of the conversation so far:"
-    )
-    # The compaction call keeps the Step's prefix: same tools and system.
-    compaction_request = recording.requests[operations.index("compaction")]
-    assert compaction_request.tools == recording.requests[0].tools
-    assert compaction_request.system == recording.requests[0].system
-    assert record.calls == len(recording.requests) - 1
+    with override_model("claude-sonnet-4-6", context_window=1200):
+        engine, scripted, recording = make_engine(agents=[small])
+        session = engine.create_session("build", workspace=workspace)
+        long_answer = "The answer involves many details. " * 40
+        for turn in range(3):
+            scripted.queue([ScriptedReply(text=long_answer)])
+            await engine.run(session.id, f"question {turn}")
+        operations = []
+        compacted = False
+        for request in recording.requests:
+            last = request.messages[-1].content[-1]
+            is_compaction = last.type == "text" and last.text.startswith(
+                "Summarise this conversation"
+            )
+            operations.append("compaction" if is_compaction else "step")
+            compacted |= is_compaction
+        assert compacted, operations
+        record = engine.store.read(session.id)
+        markers = [m for m in record.messages if isinstance(m, CompactionMessage)]
+        assert markers and engine.store.dump()["compactions"]
+        # After the marker, the next Step's history starts with the summary.
+        scripted.queue([ScriptedReply(text="short")])
+        await engine.run(session.id, "after")
+        first_block = recording.requests[-1].messages[0].content[0]
+        assert first_block.type == "text" and first_block.text.startswith(
+            "Summary of the conversation so far:"
+        )
+        # The compaction call keeps the Step's prefix: same tools and system.
+        compaction_request = recording.requests[operations.index("compaction")]
+        assert compaction_request.tools == recording.requests[0].tools
+        assert compaction_request.system == recording.requests[0].system
+        assert record.calls == len(recording.requests) - 1
 
 
 async def test_compaction_reads_the_cached_prefix_on_the_emulator(tmp_path: Path) -> None:
@@ -58,26 +62,26 @@ async def test_compaction_reads_the_cached_prefix_on_the_emulator(tmp_path: Path
 
     tight = SAMPLE_AGENT.model_copy(
         update={
-            "model": ModelRef(id="claude-sonnet-4-6", context_window=4000),
             "max_output_tokens": 512,
         }
     )
-    async with emulator_lab(tmp_path, agents=[tight]) as lab:
-        session = lab.engine.create_session("forge", workspace=lab.workspace)
-        for turn in range(12):
-            await lab.script({"text": f"Answer {turn}. " + "Many details follow. " * 30})
-            await lab.engine.run(session.id, f"Question {turn}?")
-            if lab.engine.store.dump()["compactions"]:
-                break
-        assert lab.engine.store.dump()["compactions"], "history never reached the threshold"
-        logged = await lab.requests()
-        compaction = next(
-            i
-            for i, r in enumerate(logged)
-            if "Summarise this conversation" in str(r["body"]["messages"][-1])
-        )
-        before, call = logged[compaction - 1]["usage"], logged[compaction]["usage"]
-        assert (
-            call["cache_read_input_tokens"]
-            == before["cache_read_input_tokens"] + before["cache_creation_input_tokens"]
-        )
+    with override_model("claude-sonnet-4-6", context_window=4000):
+        async with emulator_lab(tmp_path, agents=[tight]) as lab:
+            session = lab.engine.create_session("forge", workspace=lab.workspace)
+            for turn in range(12):
+                lab.script({"text": f"Answer {turn}. " + "Many details follow. " * 30})
+                await lab.engine.run(session.id, f"Question {turn}?")
+                if lab.engine.store.dump()["compactions"]:
+                    break
+            assert lab.engine.store.dump()["compactions"], "history never reached the threshold"
+            logged = lab.requests()
+            compaction = next(
+                i
+                for i, r in enumerate(logged)
+                if "Summarise this conversation" in str(r["body"]["messages"][-1])
+            )
+            before, call = logged[compaction - 1]["usage"], logged[compaction]["usage"]
+            assert (
+                call["cache_read_input_tokens"]
+                == before["cache_read_input_tokens"] + before["cache_creation_input_tokens"]
+            )

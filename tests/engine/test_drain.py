@@ -10,11 +10,11 @@ from sessiongen import (
     EmptyPrompt,
     PromptTooLarge,
     ProviderOverloaded,
-    ScriptedReply,
     SessionNotFound,
 )
 from sessiongen.llm.types import ToolChoice
 from sessiongen.model import AssistantMessage, TextPart, ToolCallPart
+from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
 

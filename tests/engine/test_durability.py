@@ -10,15 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from sessiongen import (
-    Agent,
-    RecordingLLMClient,
-    ScriptedLLMClient,
-    ScriptedReply,
-    SessionEngine,
-    SessionStore,
-)
+from sessiongen import Agent, SessionEngine, SessionStore
 from sessiongen.model import AssistantMessage
+from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedReply
 
 
 async def _two_tool_turn(
@@ -54,7 +48,8 @@ async def test_same_turn_twice_yields_identical_events_and_projections(
 CRASHING_DRAIN = textwrap.dedent(
     """
     import asyncio, sys
-    from sessiongen import Agent, ScriptedLLMClient, ScriptedReply, SessionEngine, SessionStore
+    from sessiongen import Agent, SessionEngine, SessionStore
+    from sessiongen.testing import ScriptedLLMClient, ScriptedReply
 
     class HangsOnSecondCall(ScriptedLLMClient):
         '''Test double: answers the first call, then hangs until the process is killed.'''

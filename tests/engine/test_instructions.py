@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sessiongen import InstructionsInitializationBlocked, ScriptedReply
+from sessiongen import InstructionsInitializationBlocked
+from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
 

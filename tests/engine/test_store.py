@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from sessiongen import SessionNotFound, SessionStore
-from sessiongen.model import InputAdmitted, InputPromoted, SessionCreated
-
-
-def _created(sid: str) -> SessionCreated:
-    return SessionCreated(session_id=sid, agent="build")
+from sessiongen.errors import SessionExists
+from sessiongen.model import InputAdmitted, InputPromoted
 
 
 @pytest.mark.parametrize("where", ["memory", "file"])
 def test_revisions_are_contiguous_per_session(where: str, tmp_path: Path) -> None:
     store = SessionStore(":memory:" if where == "memory" else tmp_path / "s.db")
-    store.append("a", [_created("a")])
-    store.append("b", [_created("b")])
+    store.create(agent="build", session_id="a")
+    store.create(agent="build", session_id="b")
     store.append(
         "a", [InputAdmitted(input_id="i1", text="x"), InputAdmitted(input_id="i2", text="y")]
     )
@@ -30,7 +29,8 @@ def test_revisions_are_contiguous_per_session(where: str, tmp_path: Path) -> Non
 def test_file_database_uses_wal_and_survives_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = SessionStore(path)
-    store.append("a", [_created("a"), InputAdmitted(input_id="i1", text="hello")])
+    store.create(agent="build", session_id="a")
+    store.append("a", [InputAdmitted(input_id="i1", text="hello")])
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
     again = SessionStore(path)
@@ -39,7 +39,8 @@ def test_file_database_uses_wal_and_survives_reopen(tmp_path: Path) -> None:
 
 def test_failed_append_changes_nothing() -> None:
     store = SessionStore()
-    store.append("a", [_created("a"), InputAdmitted(input_id="i1", text="x")])
+    store.create(agent="build", session_id="a")
+    store.append("a", [InputAdmitted(input_id="i1", text="x")])
     before = store.dump()
     # Promoting an input id twice violates the messages' unique id: the whole batch rolls back.
     with pytest.raises(Exception):  # noqa: B017
@@ -65,7 +66,7 @@ def test_unknown_session_is_typed() -> None:
 
 def test_promotion_projects_history_in_admission_order() -> None:
     store = SessionStore()
-    store.append("a", [_created("a")])
+    store.create(agent="build", session_id="a")
     store.append(
         "a",
         [InputAdmitted(input_id="i1", text="first"), InputAdmitted(input_id="i2", text="second")],
@@ -80,3 +81,46 @@ def test_promotion_projects_history_in_admission_order() -> None:
     record = store.read("a")
     assert record.pending == ()
     assert [m.id for m in record.messages] == ["m1", "m2"]
+
+
+def test_concurrent_creates_get_distinct_ids(tmp_path: Path) -> None:
+    """Four writers on one file create sessions at once: the id is allocated inside the write
+    transaction, so none collides (a count read before the transaction would)."""
+    path = tmp_path / "s.db"
+    SessionStore(path).close()
+    barrier = threading.Barrier(4)
+
+    def create_many() -> list[str]:
+        store = SessionStore(path)
+        barrier.wait()
+        try:
+            return [store.create(agent="build") for _ in range(25)]
+        finally:
+            store.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        ids = [i for batch in pool.map(lambda _: create_many(), range(4)) for i in batch]
+    assert len(ids) == len(set(ids)) == 100
+    assert sorted(SessionStore(path).session_ids()) == sorted(ids)
+
+
+def test_creating_an_existing_id_is_typed_and_changes_nothing() -> None:
+    store = SessionStore()
+    store.create(agent="build", session_id="a")
+    before = store.dump()
+    with pytest.raises(SessionExists):
+        store.create(agent="build", session_id="a")
+    assert store.dump() == before
+
+
+def test_a_fork_of_a_fork_keeps_the_root() -> None:
+    store = SessionStore()
+    root = store.create(agent="build")
+    child = store.create(agent="build", parent_id=root)
+    grandchild = store.create(agent="build", parent_id=child)
+    assert store.read(root).session.root_id == root
+    assert store.read(child).session.root_id == root
+    assert store.read(grandchild).session.root_id == root
+    assert store.read(grandchild).session.parent_id == child
+    with pytest.raises(SessionNotFound):
+        store.create(agent="build", parent_id="missing")

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sessiongen import ToolsPolicy
 from sessiongen.evidence import (
+    EVIDENCE_DIR,
     PLACEMENTS,
+    contract_tables,
     measure_tools_policies,
     measure_warming,
 )
 from sessiongen.lab import emulator_lab
 
 
+@pytest.mark.clause("SG-TOOLS-2")
 async def test_only_the_default_wire_shape_keeps_the_whole_prefix(tmp_path: Path) -> None:
     """SG-TOOLS-2: A (and D, which sends the same request) read every prefix token the turn
     wrote; B reads nothing; C keeps tools and system but loses the history."""
@@ -26,6 +30,7 @@ async def test_only_the_default_wire_shape_keeps_the_whole_prefix(tmp_path: Path
     assert rows["A"].cost_usd < rows["C"].cost_usd < rows["B"].cost_usd
 
 
+@pytest.mark.clause("SG-WARM-1")
 async def test_warming_shape_is_the_cheapest_ping_that_keeps_the_next_turn_warm(
     tmp_path: Path,
 ) -> None:
@@ -41,6 +46,7 @@ async def test_warming_shape_is_the_cheapest_ping_that_keeps_the_next_turn_warm(
     assert shaped.total_cost_usd < on_prompt.total_cost_usd < none.total_cost_usd
 
 
+@pytest.mark.clause("SG-WARM-2")
 async def test_warming_request_shape_on_the_wire(tmp_path: Path) -> None:
     """SG-WARM-2: warming sends max_tokens 0 without streaming, keeps tools, system and
     history, and moves the last breakpoint from the prompt to the last shared block."""
@@ -50,7 +56,7 @@ async def test_warming_request_shape_on_the_wire(tmp_path: Path) -> None:
         result = await lab.engine.generate(
             session.id, "keep-alive", warming=True, tools_policy=ToolsPolicy.DEFINITIONS
         )
-        body = (await lab.requests())[-1]["body"]
+        body = lab.requests()[-1]["body"]
     assert (
         result.text == ""
         and result.finish_reason == "max_tokens"
@@ -61,3 +67,19 @@ async def test_warming_request_shape_on_the_wire(tmp_path: Path) -> None:
     assert "cache_control" not in body["messages"][-1]["content"][-1]
     assert body["messages"][-1]["content"][-1]["text"] == "keep-alive"
     assert len(body["tools"]) == 3
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.clause("SG-TOOLS-2")
+@pytest.mark.clause("SG-WARM-1")
+async def test_the_contracts_tables_are_the_fresh_measurement(tmp_path: Path) -> None:
+    """Every figure of the contract's measured tables is generated: the committed tables equal
+    a fresh run of the evidence (regenerate with `uv run python -m sessiongen.evidence`)."""
+    fresh = await contract_tables(tmp_path)
+    contract = (ROOT / "contract" / "session-generate.md").read_text()
+    for name, table in fresh.items():
+        committed = (ROOT / EVIDENCE_DIR / name).read_text()
+        assert committed == table, f"{EVIDENCE_DIR / name} is stale: rerun the evidence"
+        assert f'--8<-- "{EVIDENCE_DIR / name}"' in contract

@@ -34,7 +34,7 @@ PROMPT = "Which functions lack type hints?"
 
 async def _session_after_one_turn(emulated: EmulatorLab) -> str:
     session = emulated.engine.create_session("forge", workspace=emulated.workspace)
-    await emulated.script(
+    emulated.script(
         {
             "text": "Looking.",
             "tool_calls": [{"name": "read_file", "input": {"path": "src/app.py"}}],
@@ -45,19 +45,21 @@ async def _session_after_one_turn(emulated: EmulatorLab) -> str:
     return session.id
 
 
+@pytest.mark.clause("SG-PARITY-1")
 async def test_law1_request_equivalence(emulated: EmulatorLab) -> None:
     """SG-PARITY-1: for one snapshot, generate's wire request equals the durable Step's
     wire request for the same prompt, byte for byte (default policy A)."""
     sid = await _session_after_one_turn(emulated)
     await emulated.engine.generate(sid, PROMPT)
     await emulated.engine.run(sid, PROMPT)
-    logged = await emulated.requests()
+    logged = emulated.requests()
     generate_body, step_body = logged[-2]["body"], logged[-1]["body"]
     assert generate_body == step_body
     report = diff(WireRequest(step_body, {}), WireRequest(generate_body, {}))
     assert report.differences == ()
 
 
+@pytest.mark.clause("SG-PARITY-2")
 async def test_law1_parity_diff_has_no_violations_for_a_different_prompt(
     emulated: EmulatorLab,
 ) -> None:
@@ -77,6 +79,7 @@ async def test_law1_parity_diff_has_no_violations_for_a_different_prompt(
     }
 
 
+@pytest.mark.clause("SG-INV-1")
 async def test_law2_transcript_immutability(emulated: EmulatorLab) -> None:
     """SG-INV-1: messages and pending inputs are unchanged; pending inputs and an open
     tool call never reach the transient request."""
@@ -90,13 +93,14 @@ async def test_law2_transcript_immutability(emulated: EmulatorLab) -> None:
     before = emulated.engine.store.dump()
     result = await emulated.engine.generate(sid, PROMPT)
     assert emulated.engine.store.dump() == before
-    body = (await emulated.requests())[-1]["body"]
+    body = emulated.requests()[-1]["body"]
     texts = [b.get("text") for m in body["messages"] for b in m["content"]]
     assert "A queued prompt that is not history yet." not in texts
     assert texts[-1] == PROMPT and body["messages"][-2]["role"] == "assistant"
     assert result.revision == emulated.engine.store.read(sid).session.revision
 
 
+@pytest.mark.clause("SG-INV-2")
 async def test_law3_instruction_immutability(emulated: EmulatorLab) -> None:
     """SG-INV-2: a changed instruction source reaches the transient request as an update,
     in memory only: no instruction event, no commit."""
@@ -105,7 +109,7 @@ async def test_law3_instruction_immutability(emulated: EmulatorLab) -> None:
     before = emulated.engine.store.dump()
     await emulated.engine.generate(sid, PROMPT)
     assert emulated.engine.store.dump() == before
-    body = (await emulated.requests())[-1]["body"]
+    body = emulated.requests()[-1]["body"]
     last = body["messages"][-1]["content"]
     assert "Always answer in French." in last[-2]["text"] and last[-1]["text"] == PROMPT
 
@@ -114,6 +118,7 @@ async def test_law3_instruction_immutability(emulated: EmulatorLab) -> None:
     ("status", "error"),
     [(429, ProviderRateLimited), (529, ProviderOverloaded), (500, ProviderServerError)],
 )
+@pytest.mark.clause("SG-INV-3")
 async def test_law4_single_attempt_under_faults(
     emulated: EmulatorLab, status: int, error: type[ProviderError]
 ) -> None:
@@ -122,24 +127,25 @@ async def test_law4_single_attempt_under_faults(
     sid = await _session_after_one_turn(emulated)
     retrying = AnthropicLLMClient(emulated.llm.client.with_options(max_retries=2))
     engine = emulated.rebuild(llm=retrying)
-    before_log = len(await emulated.requests())
+    before_log = len(emulated.requests())
     before = engine.store.dump()
-    await emulated.fault(status=status, count=3)
+    emulated.fault(status=status, count=3)
     with pytest.raises(error) as raised:
         await engine.generate(sid, PROMPT)
-    logged = await emulated.requests()
+    logged = emulated.requests()
     assert len(logged) == before_log + 1 and logged[-1]["status"] == status
     assert raised.value.status == status and raised.value.request_id == logged[-1]["id"]
     assert engine.store.dump() == before
 
 
+@pytest.mark.clause("SG-INV-3")
 async def test_law4_single_attempt_on_success(emulated: EmulatorLab) -> None:
     """SG-INV-3: exactly one provider request and no continuation after tool calls."""
     sid = await _session_after_one_turn(emulated)
-    before_log = len(await emulated.requests())
-    await emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
+    before_log = len(emulated.requests())
+    emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
     await emulated.engine.generate(sid, PROMPT)
-    assert len(await emulated.requests()) == before_log + 1
+    assert len(emulated.requests()) == before_log + 1
 
 
 @dataclass
@@ -157,6 +163,7 @@ class CountingTool:
         return Tool(self.inner.name, self.inner.description, self.inner.args, run)
 
 
+@pytest.mark.clause("SG-TOOLS-1")
 async def test_law5_no_tool_execution(emulated: EmulatorLab) -> None:
     """SG-TOOLS-1: tool calls come back in the result and are never executed."""
     counting = CountingTool(BUILTIN_TOOLS["list_files"])
@@ -164,9 +171,7 @@ async def test_law5_no_tool_execution(emulated: EmulatorLab) -> None:
     engine = emulated.rebuild(tools=tools)
     sid = await _session_after_one_turn(emulated)
     before = engine.store.dump()
-    await emulated.script(
-        {"text": "", "tool_calls": [{"name": "list_files", "input": {"path": "."}}]}
-    )
+    emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {"path": "."}}]})
     result = await engine.generate(sid, PROMPT)
     assert [c.name for c in result.tool_calls] == ["list_files"]
     assert result.finish_reason == "tool_use" and result.tool_results == ()
@@ -174,6 +179,7 @@ async def test_law5_no_tool_execution(emulated: EmulatorLab) -> None:
     assert engine.store.dump() == before
 
 
+@pytest.mark.clause("SG-CACHE-1")
 async def test_law6_cache_identity(emulated: EmulatorLab) -> None:
     """SG-CACHE-1: same prompt-cache key and headers as the Step; a generate right after a
     durable turn reads from cache every prefix token that the turn wrote."""
@@ -183,13 +189,14 @@ async def test_law6_cache_identity(emulated: EmulatorLab) -> None:
     generate = emulated.engine.generator.prepare(sid, PROMPT).request
     assert generate.prompt_cache_key == step.prompt_cache_key == sid
     assert generate.headers == step.headers
-    turn_last = (await emulated.requests())[-1]["usage"]
+    turn_last = emulated.requests()[-1]["usage"]
     result = await emulated.engine.generate(sid, PROMPT)
     written_prefix = turn_last["cache_read_input_tokens"] + turn_last["cache_creation_input_tokens"]
     assert written_prefix > 0
     assert result.usage.cache_read_tokens == written_prefix
 
 
+@pytest.mark.clause("SG-HOOK-1")
 async def test_law7_hook_parity(emulated: EmulatorLab) -> None:
     """SG-HOOK-1: request hooks see the transient request through the same seam, are told
     the operation and the caller's tag, and their edits reach the wire."""
@@ -204,18 +211,19 @@ async def test_law7_hook_parity(emulated: EmulatorLab) -> None:
     engine = emulated.rebuild(hooks=[hook])
     sid = await _session_after_one_turn(emulated)
     await engine.generate(sid, PROMPT, tag="recap")
-    await emulated.script({"text": "ok"})
+    emulated.script({"text": "ok"})
     await engine.run(sid, PROMPT)
     assert [(i.operation, i.tag) for i in seen] == [("generate", "recap"), ("step", None)]
-    logged = await emulated.requests()
+    logged = emulated.requests()
     assert logged[-2]["body"]["system"][-1]["text"] == "Hook was here."
     assert logged[-2]["body"]["system"] == logged[-1]["body"]["system"]
 
 
+@pytest.mark.clause("SG-RESULT-1")
 async def test_law8_empty_success(emulated: EmulatorLab) -> None:
     """SG-RESULT-1: a response with no text is a success with text ""."""
     sid = await _session_after_one_turn(emulated)
-    await emulated.script({"text": ""})
+    emulated.script({"text": ""})
     result = await emulated.engine.generate(sid, PROMPT)
     assert result.text == "" and result.tool_calls == ()
 
@@ -239,6 +247,8 @@ class GatedLLM:
         return await self.inner.generate(request)
 
 
+@pytest.mark.clause("SG-SNAP-1")
+@pytest.mark.clause("SG-RESULT-3")
 async def test_law9_snapshot_isolation(emulated: EmulatorLab) -> None:
     """SG-SNAP-1, SG-RESULT-3: a Drain advancing while generate is in flight does not change
     the prepared request; the result reports the snapshot's revision."""
@@ -249,17 +259,18 @@ async def test_law9_snapshot_isolation(emulated: EmulatorLab) -> None:
     pending = asyncio.create_task(engine.generate(sid, PROMPT))
     await gated.held.wait()
     prepared = lower_request(gated.requests[0])
-    await emulated.script({"text": "The durable turn moved on."})
+    emulated.script({"text": "The durable turn moved on."})
     await engine.run(sid, "Another durable turn.")
     assert engine.store.read(sid).session.revision > revision
     gated.release.set()
     result = await pending
-    logged = await emulated.requests()
+    logged = emulated.requests()
     assert {k: v for k, v in logged[-1]["body"].items() if k != "stream"} == prepared
     assert "Another durable turn." not in str(prepared)
     assert result.revision == revision
 
 
+@pytest.mark.clause("SG-INV-4")
 async def test_law10_no_accounting_mutation(emulated: EmulatorLab) -> None:
     """SG-INV-4: transient usage is returned, never added to the Session's totals."""
     sid = await _session_after_one_turn(emulated)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from sessiongen import GenerateResult, ModelRef, ToolsPolicy
+import pytest
+from sessiongen import GenerateResult, ToolsPolicy
+from sessiongen.cache import override_model
 from sessiongen.compaction import compaction_required
 from sessiongen.lab import EmulatorLab
 from sessiongen.sample import SAMPLE_AGENT
 
 
+@pytest.mark.clause("SG-RESULT-2")
 async def test_result_fields(emulated: EmulatorLab) -> None:
     """SG-RESULT-2: the documented fields, filled from the one provider response."""
     assert list(GenerateResult.model_fields) == [
@@ -20,9 +23,9 @@ async def test_result_fields(emulated: EmulatorLab) -> None:
         "tool_results",
     ]
     session = emulated.engine.create_session("forge", workspace=emulated.workspace)
-    await emulated.script({"text": "A title."})
+    emulated.script({"text": "A title."})
     result = await emulated.engine.generate(session.id, "Title?")
-    logged = (await emulated.requests())[-1]
+    logged = emulated.requests()[-1]
     assert result.text == "A title." and result.finish_reason == "end_turn"
     assert result.model == logged["body"]["model"]
     usage = logged["usage"]
@@ -34,27 +37,29 @@ async def test_result_fields(emulated: EmulatorLab) -> None:
     assert result.revision == emulated.engine.store.read(session.id).session.revision
 
 
+@pytest.mark.clause("SG-PURPOSE-1")
 async def test_generate_is_not_a_runner(emulated: EmulatorLab) -> None:
     """SG-PURPOSE-1: no compaction even past the compaction threshold, no continuation
     after tool calls, no tool execution: one request, and the Session unchanged."""
     tight = SAMPLE_AGENT.model_copy(
         update={
-            "model": ModelRef(id="claude-sonnet-4-6", context_window=2400),
             "compaction_threshold": 0.5,
         }
     )
-    engine = emulated.rebuild(agents=[tight])
-    session = engine.create_session("forge", workspace=emulated.workspace)
-    snapshot = engine.select(session.id)
-    request = engine.generator.prepare(session.id, "Recap.").request
-    assert compaction_required(snapshot, request)
-    before = engine.store.dump()
-    await emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
-    result = await engine.generate(session.id, "Recap.")
-    assert result.tool_calls and len(await emulated.requests()) == 1
-    assert engine.store.dump() == before
+    with override_model("claude-sonnet-4-6", context_window=2400):
+        engine = emulated.rebuild(agents=[tight])
+        session = engine.create_session("forge", workspace=emulated.workspace)
+        snapshot = engine.select(session.id)
+        request = engine.generator.prepare(session.id, "Recap.").request
+        assert compaction_required(snapshot, request)
+        before = engine.store.dump()
+        emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
+        result = await engine.generate(session.id, "Recap.")
+        assert result.tool_calls and len(emulated.requests()) == 1
+        assert engine.store.dump() == before
 
 
+@pytest.mark.clause("SG-TOOLS-2")
 async def test_policy_d_runs_permitted_calls_once_in_a_copy(emulated: EmulatorLab) -> None:
     """SG-TOOLS-2: D executes returned calls once, in a throwaway copy, only if permitted;
     the Session is unchanged and no second provider request is made."""
@@ -62,7 +67,7 @@ async def test_policy_d_runs_permitted_calls_once_in_a_copy(emulated: EmulatorLa
     engine = emulated.rebuild(agents=[reader])
     session = engine.create_session("forge", workspace=emulated.workspace)
     before = engine.store.dump()
-    await emulated.script(
+    emulated.script(
         {
             "text": "",
             "tool_calls": [
@@ -76,4 +81,4 @@ async def test_policy_d_runs_permitted_calls_once_in_a_copy(emulated: EmulatorLa
         (False, "src/app.py\nsrc/util.py"),
         (True, "ToolError: tool 'grep' is not permitted for this agent"),
     ]
-    assert len(await emulated.requests()) == 1 and engine.store.dump() == before
+    assert len(emulated.requests()) == 1 and engine.store.dump() == before

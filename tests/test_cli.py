@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from sessiongen.demo import run_demo
+from sessiongen._demo import run_demo
 from sessiongen.emulator import free_port
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import types
 
 import pytest
@@ -70,3 +72,34 @@ def _own_docstring(value: object) -> str | None:
 def test_every_exported_class_and_function_has_a_docstring(name: str) -> None:
     doc = _own_docstring(getattr(sessiongen, name))
     assert doc and doc.strip(), f"sessiongen.{name} has no docstring of its own"
+
+
+PUBLIC_MODULES = {
+    "cache",
+    "cache_policy",
+    "cli",
+    "emulator",
+    "errors",
+    "evidence",
+    "lab",
+    "llm",
+    "model",
+    "parity",
+    "sample",
+    "testing",
+    "tokens",
+    "tools",
+}
+
+
+def test_internal_modules_are_marked_and_public_ones_documented() -> None:
+    """A top-level module is either one of the documented public modules (README, Layout)
+    or marked internal by a leading underscore, as pydantic-ai does; each public one says
+    what it is for."""
+    names = {m.name for m in pkgutil.iter_modules(sessiongen.__path__)}
+    unmarked = sorted(n for n in names if not n.startswith("_") and n not in PUBLIC_MODULES)
+    assert unmarked == [], f"modules neither public nor underscored: {unmarked}"
+    assert PUBLIC_MODULES <= names
+    for name in sorted(PUBLIC_MODULES):
+        module = importlib.import_module(f"sessiongen.{name}")
+        assert (module.__doc__ or "").strip(), f"sessiongen.{name} has no module docstring"

@@ -4,9 +4,13 @@ Prototypes import from here, and their tests take the test doubles from `session
 everything else is internal and may move.
 """
 
+from ._context import SessionContext, Snapshot
+from ._engine import SessionEngine
+from ._generate import GenerateResult, ToolResult, ToolsPolicy
+from ._request import RequestHook, RequestInfo, SessionModelRequest
+from ._runner import DrainResult
+from ._store import SessionStore
 from .cache_policy import CachePolicy, no_cache, opencode_default, previous_tail
-from .context import SessionContext, Snapshot
-from .engine import SessionEngine
 from .errors import (
     AgentNotFound,
     ContextOverflow,
@@ -36,14 +40,10 @@ from .errors import (
     ToolExecutionFailed,
     UnknownTool,
 )
-from .generate import GenerateResult, ToolResult, ToolsPolicy
 from .llm import LLMClient, LLMRequest, LLMResponse
 from .llm.anthropic import AnthropicLLMClient
 from .llm.types import Usage
 from .model import Agent, ModelRef, Session
-from .request import RequestHook, RequestInfo, SessionModelRequest
-from .runner import DrainResult
-from .store import SessionStore
 
 __all__ = [
     "Agent",

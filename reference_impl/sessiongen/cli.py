@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from .demo import print_demo
+        from ._demo import print_demo
 
         asyncio.run(print_demo())
         return 0

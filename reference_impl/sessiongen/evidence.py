@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._generate import ToolsPolicy
 from .cache.pricing import cost
-from .generate import ToolsPolicy
 from .lab import EmulatorLab, LoggedUsage, emulator_lab
 from .model import TextPart, UserMessage
 from .parity import WireRequest, diff

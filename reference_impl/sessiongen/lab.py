@@ -20,17 +20,17 @@ from typing import Any
 
 import httpx2
 
+from ._engine import SessionEngine
+from ._request import RequestHook
+from ._store import SessionStore
 from .cache_policy import CachePolicy, opencode_default
 from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
-from .engine import SessionEngine
 from .llm.anthropic import AnthropicLLMClient
 from .llm.anthropic_wire import usage_from_anthropic
 from .llm.client import LLMClient
 from .llm.types import Usage
 from .model import Agent
-from .request import RequestHook
 from .sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
-from .store import SessionStore
 from .tools import ToolRegistry
 
 BASE_URL = "http://emulator.lab"

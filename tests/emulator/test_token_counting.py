@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sessiongen._compaction import context_window
 from sessiongen.cache import flatten_request, get_model, override_model
-from sessiongen.compaction import context_window
 from sessiongen.llm.anthropic import lower_request
 from sessiongen.llm.scripted import ScriptedLLMClient, ScriptedReply
 from sessiongen.llm.types import (

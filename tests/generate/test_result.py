@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from sessiongen import GenerateResult, ToolsPolicy
+from sessiongen._compaction import compaction_required
 from sessiongen.cache import override_model
-from sessiongen.compaction import compaction_required
 from sessiongen.lab import EmulatorLab
 from sessiongen.sample import SAMPLE_AGENT
 

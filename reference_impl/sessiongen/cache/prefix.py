@@ -1,6 +1,6 @@
 """Prefix flattening, the first half of the prompt-cache model: a Messages request body
 becomes hashed, counted block positions with their breakpoints resolved and checked
-(`flatten_request`). The cache rules that run on those positions are in `store.py`. This
+(`flatten_request`). The cache rules that run on those positions are in `cache/store.py`. This
 module does no I/O.
 
 Block positions (UNCONFIRMED: the docs only say "blocks"). The prefix is `tools` -> `system`

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._store import InstructionState
 from .errors import InstructionsInitializationBlocked
 from .model import Agent, InstructionsCommitted
-from .store import InstructionState
 
 
 @dataclass(frozen=True)

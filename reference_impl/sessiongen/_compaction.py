@@ -3,14 +3,14 @@ record a durable compaction marker; later history starts at the summary."""
 
 from __future__ import annotations
 
+from ._context import Snapshot
+from ._request import SessionModelRequest
+from ._store import SessionStore
 from .cache.catalog import get_model
-from .context import Snapshot
 from .errors import ContextOverflow
 from .llm.client import LLMClient, collect
 from .llm.types import LLMRequest
 from .model import CompactionCompleted, TextPart, UserMessage, message_id
-from .request import SessionModelRequest
-from .store import SessionStore
 from .tokens import count_request_tokens
 
 COMPACTION_PROMPT = (

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ._instructions import AssembledInstructions, assemble, resolve
+from ._store import SessionStore
+from ._transcript import active_history
 from .errors import AgentNotFound
-from .instructions import AssembledInstructions, assemble, resolve
 from .model import Agent, Message, PendingInput, Session
-from .store import SessionStore
 from .tools import Tool, ToolRegistry
-from .transcript import active_history
 
 
 @dataclass(frozen=True)

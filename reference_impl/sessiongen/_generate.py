@@ -17,14 +17,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from .admission import validate_prompt
-from .compaction import check_fits
-from .context import SessionContext
+from ._admission import validate_prompt
+from ._compaction import check_fits
+from ._context import SessionContext
+from ._request import SessionModelRequest
 from .errors import InvalidArgument
 from .llm.client import LLMClient
 from .llm.types import FinishReason, LLMRequest, ToolCall, ToolChoice, Usage
 from .model import InstructionMessage, Message, TextPart, UserMessage
-from .request import SessionModelRequest
 from .tools import ToolRegistry, run_tool_call
 
 

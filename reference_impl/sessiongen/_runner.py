@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 
-from .admission import promotion_events
-from .compaction import compact, compaction_required
-from .context import SessionContext, Snapshot
-from .instructions import commit_event
+from ._admission import promotion_events
+from ._compaction import compact, compaction_required
+from ._context import SessionContext, Snapshot
+from ._instructions import commit_event
+from ._request import SessionModelRequest
+from ._settlement import execute_tools, settle_stream
+from ._store import SessionStore
 from .llm.client import LLMClient
 from .llm.types import FinishReason, Usage
 from .model import (
@@ -21,9 +24,6 @@ from .model import (
     UserMessage,
     message_id,
 )
-from .request import SessionModelRequest
-from .settlement import execute_tools, settle_stream
-from .store import SessionStore
 from .tools import ToolRegistry
 
 INTERRUPTED_BY_EXIT = "the process ended before the Step settled"

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._store import SessionStore
 from .errors import ContextOverflow, ProviderError, ProviderStreamInterrupted
 from .llm.client import StreamFold
 from .llm.types import FinishReason, StreamEvent, ToolCall, Usage
@@ -23,7 +24,6 @@ from .model import (
     ToolCallPart,
     ToolExecuted,
 )
-from .store import SessionStore
 from .tools import ToolRegistry, run_tool_call
 
 

@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from ._context import Snapshot
+from ._transcript import to_llm_messages
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy, block_count
-from .context import Snapshot
 from .llm.types import LLMRequest, SystemPart, ToolChoice
 from .model import Message
-from .transcript import to_llm_messages
 
 Operation = Literal["step", "generate", "compaction"]
 RequestShape = Callable[[LLMRequest], LLMRequest]

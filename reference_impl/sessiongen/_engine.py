@@ -6,16 +6,16 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .admission import admission_events
+from ._admission import admission_events
+from ._context import SessionContext, Snapshot
+from ._generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
+from ._request import RequestHook, SessionModelRequest
+from ._runner import DrainResult, SessionRunner
+from ._store import SessionStore
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
-from .context import SessionContext, Snapshot
 from .errors import AgentNotFound, InvalidArgument
-from .generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
 from .llm.client import LLMClient
 from .model import Agent, Session
-from .request import RequestHook, SessionModelRequest
-from .runner import DrainResult, SessionRunner
-from .store import SessionStore
 from .tools import ToolRegistry
 
 

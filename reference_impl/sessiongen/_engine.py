@@ -12,6 +12,7 @@ from ._generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, To
 from ._request import RequestHook, SessionModelRequest
 from ._runner import DrainResult, SessionRunner
 from ._store import SessionStore
+from .cache.catalog import is_known_model, list_models
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .errors import AgentNotFound, InvalidArgument
 from .llm.client import LLMClient
@@ -37,6 +38,8 @@ class SessionEngine:
         self.agents: dict[str, Agent] = (
             dict(agents) if isinstance(agents, Mapping) else {a.name: a for a in agents}
         )
+        for agent in self.agents.values():
+            _check_model(agent)
         self.tools = tools or ToolRegistry()
         self.context = SessionContext(store, self.agents, self.tools)
         self.preparation = SessionModelRequest(hooks=list(hooks), cache_policy=cache_policy)
@@ -96,4 +99,15 @@ class SessionEngine:
         """session.generate: one transient call; the Session is left untouched."""
         return await self.generator.generate(
             session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
+        )
+
+
+def _check_model(agent: Agent) -> None:
+    """The engine needs each model's facts (its context window) from the model catalog, so an
+    uncatalogued model is refused when the engine is built, not at its first overflow check."""
+    if not is_known_model(agent.model.id):
+        known = ", ".join(info.id for info in list_models())
+        raise InvalidArgument(
+            f"agent {agent.name!r} uses model {agent.model.id!r}, which is not in the model "
+            f"catalog (sessiongen/cache/models.json); known: {known}"
         )

@@ -15,15 +15,13 @@ from enum import StrEnum
 from functools import partial
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from ._admission import validate_prompt
 from ._compaction import check_fits
 from ._context import SessionContext
 from ._request import SessionModelRequest
 from .errors import InvalidArgument
 from .llm.client import LLMClient
-from .llm.types import FinishReason, LLMRequest, ToolCall, ToolChoice, Usage
+from .llm.types import FinishReason, FrozenModel, LLMRequest, ToolCall, ToolChoice, Usage
 from .model import InstructionMessage, Message, TextPart, UserMessage
 from .tools import ToolRegistry, run_tool_call
 
@@ -61,20 +59,17 @@ class ToolsPolicy(StrEnum):
 DEFAULT_TOOLS_POLICY = ToolsPolicy.DEFINITIONS
 
 
-class ToolResult(BaseModel):
+class ToolResult(FrozenModel):
     """The result of one tool call that a transient call ran (see `GenerateResult`)."""
 
-    model_config = ConfigDict(frozen=True)
     call_id: str
     text: str
     is_error: bool = False
 
 
-class GenerateResult(BaseModel):
+class GenerateResult(FrozenModel):
     """What one transient call returns. `revision` is the snapshot's: a caller can tell a
     stale result (the Session moved on) and a warming caller can check its cache read."""
-
-    model_config = ConfigDict(frozen=True)
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from .llm.types import CacheTTL, FinishReason, Usage
+from .llm.types import CacheTTL, FinishReason, FrozenModel, Usage
 
 __all__ = [
     "Agent",
@@ -37,11 +37,7 @@ __all__ = [
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ModelRef(_Model):
+class ModelRef(FrozenModel):
     """Which model a Session's agent talks to; its facts (context window, ...) come from the
     model catalog, `sessiongen.cache.get_model(id)`."""
 
@@ -49,7 +45,7 @@ class ModelRef(_Model):
     id: str = "claude-sonnet-4-6"
 
 
-class Agent(_Model):
+class Agent(FrozenModel):
     """What the model is told and allowed: system prompt, permitted tools, step limit."""
 
     name: str
@@ -65,7 +61,7 @@ class Agent(_Model):
     compaction_threshold: float = Field(default=0.8, gt=0, le=1)
 
 
-class Session(_Model):
+class Session(FrozenModel):
     """A durable Session. A fork records its parent and the root of its fork tree, so every
     Session of one tree shares one prompt-cache identity (`root_id`, itself for a root)."""
 
@@ -91,12 +87,12 @@ def input_id(revision: int) -> str:
 # --- message parts -------------------------------------------------------------------------
 
 
-class TextPart(_Model):
+class TextPart(FrozenModel):
     type: Literal["text"] = "text"
     text: str
 
 
-class ReasoningPart(_Model):
+class ReasoningPart(FrozenModel):
     type: Literal["reasoning"] = "reasoning"
     text: str
     signature: str | None = None
@@ -105,7 +101,7 @@ class ReasoningPart(_Model):
 ToolState = Literal["pending", "completed", "error"]
 
 
-class ToolCallPart(_Model):
+class ToolCallPart(FrozenModel):
     """A tool call the model made, with its state and, once run, its result."""
 
     type: Literal["tool_call"] = "tool_call"
@@ -122,13 +118,13 @@ Part = Annotated[TextPart | ReasoningPart | ToolCallPart, Field(discriminator="t
 # --- messages of Session History -----------------------------------------------------------
 
 
-class UserMessage(_Model):
+class UserMessage(FrozenModel):
     kind: Literal["user"] = "user"
     id: str
     parts: tuple[TextPart, ...]
 
 
-class AssistantMessage(_Model):
+class AssistantMessage(FrozenModel):
     """One Step's output. `completed` is set by Settlement; `interrupted` when it never was."""
 
     kind: Literal["assistant"] = "assistant"
@@ -150,7 +146,7 @@ class AssistantMessage(_Model):
         )
 
 
-class InstructionMessage(_Model):
+class InstructionMessage(FrozenModel):
     """An instruction update, delivered once where it was committed."""
 
     kind: Literal["instruction"] = "instruction"
@@ -158,7 +154,7 @@ class InstructionMessage(_Model):
     text: str
 
 
-class CompactionMessage(_Model):
+class CompactionMessage(FrozenModel):
     """A completed compaction's summary: active history starts here."""
 
     kind: Literal["compaction"] = "compaction"
@@ -172,7 +168,7 @@ Message = Annotated[
 ]
 
 
-class PendingInput(_Model):
+class PendingInput(FrozenModel):
     id: str
     text: str
 
@@ -180,7 +176,7 @@ class PendingInput(_Model):
 # --- durable events ------------------------------------------------------------------------
 
 
-class SessionCreated(_Model):
+class SessionCreated(FrozenModel):
     type: Literal["session_created"] = "session_created"
     session_id: str
     agent: str
@@ -189,19 +185,19 @@ class SessionCreated(_Model):
     root_id: str | None = None  # None: the session is its own root
 
 
-class InputAdmitted(_Model):
+class InputAdmitted(FrozenModel):
     type: Literal["input_admitted"] = "input_admitted"
     input_id: str
     text: str
 
 
-class InputPromoted(_Model):
+class InputPromoted(FrozenModel):
     type: Literal["input_promoted"] = "input_promoted"
     input_id: str
     message_id: str
 
 
-class InstructionsCommitted(_Model):
+class InstructionsCommitted(FrozenModel):
     """The canonical model's instruction state; `update` is the text the model was shown."""
 
     type: Literal["instructions_committed"] = "instructions_committed"
@@ -210,14 +206,14 @@ class InstructionsCommitted(_Model):
     message_id: str | None = None
 
 
-class StepStarted(_Model):
+class StepStarted(FrozenModel):
     type: Literal["step_started"] = "step_started"
     message_id: str
     step: int
     model: str
 
 
-class StepSettled(_Model):
+class StepSettled(FrozenModel):
     type: Literal["step_settled"] = "step_settled"
     message_id: str
     parts: tuple[Part, ...]
@@ -225,7 +221,7 @@ class StepSettled(_Model):
     usage: Usage
 
 
-class ToolExecuted(_Model):
+class ToolExecuted(FrozenModel):
     type: Literal["tool_executed"] = "tool_executed"
     message_id: str
     call_id: str
@@ -233,14 +229,14 @@ class ToolExecuted(_Model):
     is_error: bool = False
 
 
-class StepInterrupted(_Model):
+class StepInterrupted(FrozenModel):
     type: Literal["step_interrupted"] = "step_interrupted"
     message_id: str
     reason: str
     parts: tuple[Part, ...] = ()
 
 
-class CompactionCompleted(_Model):
+class CompactionCompleted(FrozenModel):
     type: Literal["compaction_completed"] = "compaction_completed"
     message_id: str
     summary: str

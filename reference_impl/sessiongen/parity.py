@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from .llm.anthropic import lower_request
 from .llm.types import LLMRequest
+from .tokens import without_cache_control
 
 Verdict = Literal["allowed", "violation"]
 
@@ -74,10 +75,6 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _strip_cache(block: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in block.items() if k != "cache_control"}
-
-
 def _blocks(body: Mapping[str, Any]) -> list[tuple[str, int, int, Mapping[str, Any]]]:
     """Message content flattened to (role, message index, block index, block)."""
     out: list[tuple[str, int, int, Mapping[str, Any]]] = []
@@ -108,7 +105,7 @@ def _diff_messages(
     while (
         shared < min(len(a), len(b))
         and a[shared][0] == b[shared][0]
-        and _strip_cache(a[shared][3]) == _strip_cache(b[shared][3])
+        and without_cache_control(a[shared][3]) == without_cache_control(b[shared][3])
     ):
         shared += 1
     for i in range(shared):

@@ -49,8 +49,9 @@ def count_tool_call_tokens(name: str, tool_input: dict[str, Any]) -> int:
     return count_text_tokens(name) + count_json_tokens(tool_input)
 
 
-def _without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:
-    # A breakpoint marker is an instruction, not content: it costs nothing.
+def without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:
+    """`block` without its breakpoint marker: a marker is an instruction, not content, so it
+    costs nothing and is no part of the prefix."""
     return {k: v for k, v in block.items() if k != "cache_control"}
 
 
@@ -81,7 +82,7 @@ def count_content_tokens(block: Mapping[str, Any]) -> int:
     if kind == "document" and isinstance(source, Mapping) and source.get("type") == "text":
         return count_text_tokens(str(source.get("data", "")))
     # Images and everything else: the canonical JSON of the block (no pixel-based estimate).
-    return count_json_tokens(_without_cache_control(block))
+    return count_json_tokens(without_cache_control(block))
 
 
 def count_tool_definition_tokens(tool: Mapping[str, Any]) -> int:
@@ -93,7 +94,7 @@ def count_tool_definition_tokens(tool: Mapping[str, Any]) -> int:
             str(tool.get("description") or ""),
             dict(tool["input_schema"]),
         )
-    return count_json_tokens(_without_cache_control(tool))
+    return count_json_tokens(without_cache_control(tool))
 
 
 def count_body_tokens(body: Mapping[str, Any]) -> int:

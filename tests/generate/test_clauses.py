@@ -375,3 +375,13 @@ async def test_create_session_rejects_a_missing_workspace_and_names_known_agents
     with pytest.raises(AgentNotFound, match="known agents: forge"):
         emulated.engine.create_session("nope")
     assert emulated.engine.store.dump() == before
+
+
+def test_an_agent_on_an_uncatalogued_model_is_refused_when_the_engine_is_built(
+    emulated: EmulatorLab,
+) -> None:
+    """The context window comes from the model catalog only, so the engine refuses a model it
+    has no facts for at construction, naming the known ones, instead of failing mid-turn."""
+    stranger = SAMPLE_AGENT.model_copy(update={"name": "x", "model": ModelRef(id="gpt-9")})
+    with pytest.raises(InvalidArgument, match="'gpt-9'.*known: claude"):
+        emulated.rebuild(agents=[stranger])

@@ -18,42 +18,44 @@ FinishReason = Literal[
 ]
 
 
-class _Frozen(BaseModel):
+class FrozenModel(BaseModel):
+    """The base of every immutable value the package passes around: frozen, no extra fields."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class CacheMark(_Frozen):
+class CacheMark(FrozenModel):
     """A cache breakpoint: the prefix up to and including the marked block is cached."""
 
     ttl: CacheTTL = "5m"
 
 
-class SystemPart(_Frozen):
+class SystemPart(FrozenModel):
     text: str
     cache: CacheMark | None = None
 
 
-class ToolDefinition(_Frozen):
+class ToolDefinition(FrozenModel):
     name: str
     description: str
     input_schema: dict[str, Any]
     cache: CacheMark | None = None
 
 
-class TextContent(_Frozen):
+class TextContent(FrozenModel):
     type: Literal["text"] = "text"
     text: str
     cache: CacheMark | None = None
 
 
-class ReasoningContent(_Frozen):
+class ReasoningContent(FrozenModel):
     type: Literal["reasoning"] = "reasoning"
     text: str
     signature: str | None = None
     cache: CacheMark | None = None
 
 
-class ToolCallContent(_Frozen):
+class ToolCallContent(FrozenModel):
     type: Literal["tool_call"] = "tool_call"
     id: str
     name: str
@@ -61,7 +63,7 @@ class ToolCallContent(_Frozen):
     cache: CacheMark | None = None
 
 
-class ToolResultContent(_Frozen):
+class ToolResultContent(FrozenModel):
     type: Literal["tool_result"] = "tool_result"
     tool_call_id: str
     text: str
@@ -75,20 +77,20 @@ Content = Annotated[
 ]
 
 
-class LLMMessage(_Frozen):
+class LLMMessage(FrozenModel):
     """One provider message. Tool results travel in user messages, as on Anthropic."""
 
     role: Literal["user", "assistant"]
     content: tuple[Content, ...]
 
 
-class ToolChoice(_Frozen):
+class ToolChoice(FrozenModel):
     type: Literal["auto", "any", "tool", "none"] = "auto"
     name: str | None = None
     disable_parallel_tool_use: bool = False
 
 
-class LLMRequest(_Frozen):
+class LLMRequest(FrozenModel):
     """Everything one provider call needs, in prefix order."""
 
     model: str
@@ -102,7 +104,7 @@ class LLMRequest(_Frozen):
     provider_options: dict[str, Any] = Field(default_factory=dict)
 
 
-class Usage(_Frozen):
+class Usage(FrozenModel):
     """Token usage of one provider call, with cache writes split by TTL.
 
     Total input = input_tokens + cache_read_tokens + cache_write_5m_tokens + cache_write_1h_tokens.
@@ -132,7 +134,7 @@ class Usage(_Frozen):
         )
 
 
-class ToolCall(_Frozen):
+class ToolCall(FrozenModel):
     id: str
     name: str
     input: dict[str, Any]
@@ -141,30 +143,30 @@ class ToolCall(_Frozen):
 # --- stream events -------------------------------------------------------------------------
 
 
-class TextDelta(_Frozen):
+class TextDelta(FrozenModel):
     type: Literal["text_delta"] = "text_delta"
     text: str
 
 
-class ReasoningDelta(_Frozen):
+class ReasoningDelta(FrozenModel):
     type: Literal["reasoning_delta"] = "reasoning_delta"
     text: str
     signature: str | None = None
 
 
-class ToolCallEvent(_Frozen):
+class ToolCallEvent(FrozenModel):
     type: Literal["tool_call"] = "tool_call"
     call: ToolCall
 
 
-class UsageEvent(_Frozen):
+class UsageEvent(FrozenModel):
     """Cumulative usage so far; the last one wins."""
 
     type: Literal["usage"] = "usage"
     usage: Usage
 
 
-class FinishEvent(_Frozen):
+class FinishEvent(FrozenModel):
     type: Literal["finish"] = "finish"
     reason: FinishReason
     model: str
@@ -174,7 +176,7 @@ class FinishEvent(_Frozen):
 StreamEvent = TextDelta | ReasoningDelta | ToolCallEvent | UsageEvent | FinishEvent
 
 
-class LLMResponse(_Frozen):
+class LLMResponse(FrozenModel):
     """One collected provider stream."""
 
     text: str

@@ -113,3 +113,9 @@ def count_request_tokens(request: LLMRequest) -> int:
     from .llm.anthropic import lower_request  # Anthropic is the only provider today
 
     return count_body_tokens(lower_request(request))
+
+
+def total_input_tokens(uncached: int, cache_read: int, cache_write: int) -> int:
+    """Total input, as Anthropic defines it: `cache_read_input_tokens +
+    cache_creation_input_tokens + input_tokens`. The one definition; usage types call it."""
+    return uncached + cache_read + cache_write

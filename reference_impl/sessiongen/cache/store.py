@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..tokens import total_input_tokens
 from .catalog import get_model
 from .prefix import TTL, PreparedRequest, check_breakpoints
 
@@ -67,7 +68,9 @@ class CacheUsage:
 
     @property
     def total_input_tokens(self) -> int:
-        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+        return total_input_tokens(
+            self.input_tokens, self.cache_read_input_tokens, self.cache_creation_input_tokens
+        )
 
     def to_api(self, output_tokens: int = 0) -> dict[str, Any]:
         """The `usage` object exactly as the Messages API spells it."""

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..tokens import total_input_tokens
+
 CacheTTL = Literal["5m", "1h"]
 FinishReason = Literal[
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "context_window", "other"
@@ -122,7 +124,9 @@ class Usage(FrozenModel):
 
     @property
     def total_input_tokens(self) -> int:
-        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return total_input_tokens(
+            self.input_tokens, self.cache_read_tokens, self.cache_write_tokens
+        )
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(

@@ -89,6 +89,7 @@ PUBLIC_MODULES = {
     "testing",
     "tokens",
     "tools",
+    "warming",
 }
 
 

@@ -84,6 +84,11 @@ class SessionEngine:
         self.prompt(session_id, text)
         return await self.drain(session_id)
 
+    def drain_in_flight(self, session_id: str) -> bool:
+        """Whether this engine is running a Drain of the session right now."""
+        lock = self._drains.get(session_id)
+        return lock is not None and lock.locked()
+
     def select(self, session_id: str) -> Snapshot:
         return self.context.select(session_id)
 

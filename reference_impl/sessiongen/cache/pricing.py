@@ -8,6 +8,7 @@ from functools import cache
 from typing import Any
 
 from ..llm.anthropic_wire import usage_from_anthropic
+from ..llm.types import Usage
 from .catalog import UnknownModel, _load_json, get_model
 from .store import CacheUsage
 
@@ -60,7 +61,8 @@ def price(model: str) -> Price:
 
 
 def token_counts(usage: Mapping[str, Any] | object) -> dict[str, int]:
-    """Token counts by billed kind from an API usage dict, an SDK `Usage` or a `CacheUsage`.
+    """Token counts by billed kind from an API usage dict, an SDK `Usage`, a `CacheUsage` or
+    sessiongen's own `Usage` (a `GenerateResult`'s).
 
     Read by the one usage rule, `usage_from_anthropic`: when the per-TTL split
     (`cache_creation`) is missing, every write is taken as a 5m write, which is what the API
@@ -69,7 +71,7 @@ def token_counts(usage: Mapping[str, Any] | object) -> dict[str, int]:
     if isinstance(usage, CacheUsage):
         # Its TTL split sits in flat fields; the API spelling carries it as `cache_creation`.
         usage = usage.to_api()
-    counts = usage_from_anthropic(usage)
+    counts = usage if isinstance(usage, Usage) else usage_from_anthropic(usage)
     return {
         "input": counts.input_tokens,
         "cache_write_5m": counts.cache_write_5m_tokens,
@@ -92,5 +94,6 @@ def cost_breakdown(usage: Mapping[str, Any] | object, model: str) -> CostBreakdo
 
 
 def cost(usage: Mapping[str, Any] | object, model: str) -> float:
-    """USD cost of one usage record (API dict, SDK `Usage` or `CacheUsage`) on `model`."""
+    """USD cost of one usage record (API dict, SDK `Usage`, `CacheUsage` or sessiongen `Usage`)
+    on `model`."""
     return cost_breakdown(usage, model).total

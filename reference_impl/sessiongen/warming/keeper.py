@@ -1,0 +1,315 @@
+"""The warming keeper: keeps chosen Sessions' prompt caches warm between durable turns with
+`session.generate(warming=True)` pings, on an injectable clock, and books every ping in a
+ledger kept outside the Session store (so a ping never changes a Session: SG-INV-1).
+
+After a durable turn the keeper reads the TTL the provider honoured from that turn's usage
+(1h writes mean 1h; otherwise 5m), asks its policy when to ping next, and pings when due,
+unless a durable turn of that session is in flight. A new turn cancels the pending schedule
+and starts a new one. The policy decides when to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Literal, Protocol
+
+from .._engine import SessionEngine
+from ..cache.pricing import cost, price
+from ..errors import ProviderError, SessionNotFound
+from ..llm.types import Usage
+from ..model import AssistantMessage
+
+TTL = Literal["5m", "1h"]
+TTL_SECONDS: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
+KEEPALIVE_PROMPT = "Keep-alive: no answer is needed."
+WARMING_TAG = "warming"
+
+
+class Clock(Protocol):
+    """Where the keeper reads the time: the emulator's virtual clock in tests and notebooks,
+    `MonotonicClock` when served."""
+
+    def now(self) -> float: ...
+
+
+class SettableClock(Clock, Protocol):
+    def set(self, now: float) -> float: ...
+
+
+class MonotonicClock:
+    """Real time, in seconds since the clock was made."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self._start
+
+
+@dataclass(frozen=True)
+class IdleSession:
+    """What a keeper policy knows about one watched session since its last durable turn."""
+
+    session_id: str
+    model: str
+    ttl: TTL
+    turn_at: float
+    """When the last durable turn finished."""
+    refreshed_at: float
+    """When the cached prefix was last written or read (the turn, then each ping)."""
+    prefix_tokens: int
+    """Tokens the last turn left cached (read plus written): what a ping reads."""
+    pings: int = 0
+    ping_cost_usd: float = 0.0
+
+    @property
+    def expires_at(self) -> float:
+        """The provider keeps an entry at least its TTL from its last use; no longer is
+        assumed."""
+        return self.refreshed_at + TTL_SECONDS[self.ttl]
+
+    @property
+    def ping_cost_estimate_usd(self) -> float:
+        """What one warming ping costs: a cache read of the prefix."""
+        return self.prefix_tokens * price(self.model).cache_read / 1_000_000
+
+    @property
+    def rewrite_premium_usd(self) -> float:
+        """What letting the entry expire costs the next turn: writing the prefix again
+        instead of reading it."""
+        p = price(self.model)
+        write = p.cache_write_1h if self.ttl == "1h" else p.cache_write_5m
+        return self.prefix_tokens * (write - p.cache_read) / 1_000_000
+
+
+class KeeperPolicy(Protocol):
+    """When to ping an idle session next, or None to stop keeping it warm."""
+
+    @property
+    def name(self) -> str: ...
+
+    def next_ping(self, idle: IdleSession) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class TtlSkiRental:
+    """Ping `margin` seconds before the entry would expire, and stop once the pings of this
+    idle gap would cost more than the rewrite they save (the ski-rental rule: rent until the
+    rent paid equals the price of buying)."""
+
+    margin: float = 30.0
+    name: str = "ttl_ski_rental"
+
+    def next_ping(self, idle: IdleSession) -> float | None:
+        spent_after_next = idle.ping_cost_usd + idle.ping_cost_estimate_usd
+        if spent_after_next > idle.rewrite_premium_usd:
+            return None
+        return max(idle.refreshed_at, idle.expires_at - self.margin)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One warming ping: when, for which session and revision, what it read and cost."""
+
+    session_id: str
+    at: float
+    revision: int | None
+    usage: Usage
+    cost_usd: float
+    error: str | None = None
+
+    @property
+    def hit(self) -> bool:
+        return self.usage.cache_read_tokens > 0
+
+
+@dataclass
+class WarmingLedger:
+    """Every ping's usage, outside the Session store."""
+
+    entries: list[LedgerEntry] = field(default_factory=list)
+
+    def record(self, entry: LedgerEntry) -> None:
+        self.entries.append(entry)
+
+    def for_session(self, session_id: str) -> list[LedgerEntry]:
+        return [e for e in self.entries if e.session_id == session_id]
+
+    def total_cost_usd(self, session_id: str | None = None) -> float:
+        return sum(
+            e.cost_usd for e in self.entries if session_id is None or e.session_id == session_id
+        )
+
+
+class WarmingKeeper:
+    """Keeps watched Sessions warm between durable turns.
+
+    Call `turn_finished(session_id)` after each durable turn of a watched session (the
+    server and `run_turn` do). `tick()` sends every ping that is due now; `run()` does so in
+    real time until cancelled; `advance_to(t)` steps a settable (virtual) clock through every
+    due ping up to `t`.
+    """
+
+    def __init__(
+        self,
+        engine: SessionEngine,
+        *,
+        clock: Clock,
+        policy: KeeperPolicy | None = None,
+        ledger: WarmingLedger | None = None,
+        prompt: str = KEEPALIVE_PROMPT,
+        tag: str = WARMING_TAG,
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.policy: KeeperPolicy = policy or TtlSkiRental()
+        self.ledger = ledger or WarmingLedger()
+        self.prompt = prompt
+        self.tag = tag
+        self._watched: set[str] = set()
+        self._idle: dict[str, IdleSession] = {}
+        self._due: dict[str, float] = {}
+
+    # --- which sessions -------------------------------------------------------------------
+
+    def watch(self, session_id: str) -> None:
+        """Keep the session warm from its latest settled turn on (raises SessionNotFound)."""
+        self.engine.store.read(session_id)
+        self._watched.add(session_id)
+        self.turn_finished(session_id)
+
+    def unwatch(self, session_id: str) -> None:
+        self._watched.discard(session_id)
+        self._idle.pop(session_id, None)
+        self._due.pop(session_id, None)
+
+    @property
+    def watched(self) -> frozenset[str]:
+        return frozenset(self._watched)
+
+    def schedule(self, session_id: str) -> float | None:
+        """When the session's next ping is due, if one is."""
+        return self._due.get(session_id)
+
+    # --- turns ----------------------------------------------------------------------------
+
+    def turn_finished(self, session_id: str) -> None:
+        """A durable turn settled now: restart the session's schedule from its usage."""
+        if session_id not in self._watched:
+            return
+        self._due.pop(session_id, None)
+        idle = self._idle_after_turn(session_id)
+        if idle is None:
+            self._idle.pop(session_id, None)
+            return
+        self._idle[session_id] = idle
+        self._plan(idle)
+
+    async def run_turn(self, session_id: str, text: str) -> None:
+        """A durable turn through the engine, then `turn_finished`."""
+        self._due.pop(session_id, None)  # no ping may fall inside the turn
+        try:
+            await self.engine.run(session_id, text)
+        finally:
+            self.turn_finished(session_id)
+
+    def _idle_after_turn(self, session_id: str) -> IdleSession | None:
+        record = self.engine.store.read(session_id)
+        last = next(
+            (
+                m
+                for m in reversed(record.messages)
+                if isinstance(m, AssistantMessage) and m.completed
+            ),
+            None,
+        )
+        if last is None:
+            return None
+        usage = last.usage
+        cached = usage.cache_read_tokens + usage.cache_write_tokens
+        if cached == 0:
+            return None  # nothing is cached, so there is nothing to keep warm
+        agent = self.engine.agents[record.session.agent]
+        ttl: TTL = "1h" if usage.cache_write_1h_tokens > 0 else "5m"
+        if usage.cache_write_tokens == 0:
+            ttl = agent.cache_ttl  # a pure read refreshes the entry with its own TTL
+        now = self.clock.now()
+        return IdleSession(session_id, last.model, ttl, now, now, cached)
+
+    def _plan(self, idle: IdleSession) -> None:
+        due = self.policy.next_ping(idle)
+        if due is None:
+            self._due.pop(idle.session_id, None)
+        else:
+            self._due[idle.session_id] = due
+
+    # --- pings ----------------------------------------------------------------------------
+
+    def next_due(self) -> float | None:
+        return min(self._due.values(), default=None)
+
+    async def tick(self) -> list[LedgerEntry]:
+        """Send every ping due now (skipping sessions whose Drain is in flight)."""
+        now = self.clock.now()
+        sent = []
+        for session_id, due in sorted(self._due.items(), key=lambda item: item[1]):
+            if due > now:
+                continue
+            if self.engine.drain_in_flight(session_id):
+                # Never ping into a running turn; when it settles, it restarts the schedule.
+                self._due.pop(session_id, None)
+                continue
+            entry = await self._ping(session_id, now)
+            if entry is not None:
+                sent.append(entry)
+        return sent
+
+    async def _ping(self, session_id: str, now: float) -> LedgerEntry | None:
+        idle = self._idle[session_id]
+        try:
+            result = await self.engine.generate(session_id, self.prompt, warming=True, tag=self.tag)
+        except SessionNotFound:
+            self.unwatch(session_id)  # deleted: nothing left to keep warm
+            return None
+        except ProviderError as error:
+            entry = LedgerEntry(session_id, now, None, Usage(), 0.0, error=str(error))
+            self.ledger.record(entry)
+            self._due.pop(session_id, None)  # a failed ping ends this idle gap's schedule
+            return entry
+        spent = cost(result.usage, idle.model)
+        entry = LedgerEntry(session_id, now, result.revision, result.usage, spent)
+        self.ledger.record(entry)
+        idle = replace(
+            idle, refreshed_at=now, pings=idle.pings + 1, ping_cost_usd=idle.ping_cost_usd + spent
+        )
+        self._idle[session_id] = idle
+        self._plan(idle)
+        return entry
+
+    async def advance_to(self, until: float) -> list[LedgerEntry]:
+        """Step a settable clock through every ping due up to `until`, then to `until`."""
+        clock = self.clock
+        if not hasattr(clock, "set"):
+            raise TypeError("advance_to needs a settable clock (e.g. the emulator's)")
+        settable: SettableClock = clock  # type: ignore[assignment]
+        sent: list[LedgerEntry] = []
+        previous: float | None = None
+        while (due := self.next_due()) is not None and due <= until:
+            if due == previous:
+                raise RuntimeError(f"policy {self.policy.name!r} scheduled a ping in the past")
+            settable.set(max(due, settable.now()))
+            sent += await self.tick()
+            previous = due
+        settable.set(until)
+        return sent
+
+    async def run(self, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """Ping in real time until cancelled."""
+        while True:
+            due = self.next_due()
+            wait = 1.0 if due is None else min(1.0, max(0.0, due - self.clock.now()))
+            await sleep(wait)
+            await self.tick()

@@ -104,3 +104,21 @@ def test_internal_modules_are_marked_and_public_ones_documented() -> None:
     for name in sorted(PUBLIC_MODULES):
         module = importlib.import_module(f"sessiongen.{name}")
         assert (module.__doc__ or "").strip(), f"sessiongen.{name} has no module docstring"
+
+
+def test_importing_the_package_loads_no_provider_sdk() -> None:
+    """`import sessiongen` must not pay for a provider SDK the engine may never use; the
+    adapter is imported when `sessiongen.AnthropicLLMClient` is first asked for."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, sessiongen\n"
+        "before = 'anthropic' in sys.modules\n"
+        "sessiongen.AnthropicLLMClient\n"
+        "print(before, 'anthropic' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["False", "True"]

@@ -4,6 +4,8 @@ Prototypes import from here, and their tests take the test doubles from `session
 everything else is internal and may move.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._context import SessionContext, Snapshot
 from ._engine import SessionEngine
 from ._generate import GenerateResult, ToolResult, ToolsPolicy
@@ -41,7 +43,6 @@ from .errors import (
     UnknownTool,
 )
 from .llm import LLMClient, LLMRequest, LLMResponse
-from .llm.anthropic import AnthropicLLMClient
 from .llm.types import Usage
 from .model import Agent, ModelRef, Session
 
@@ -97,3 +98,17 @@ __all__ = [
     "opencode_default",
     "previous_tail",
 ]
+
+
+if TYPE_CHECKING:
+    from .llm.anthropic import AnthropicLLMClient
+
+
+def __getattr__(name: str) -> Any:
+    # The provider SDK is imported when a provider client is first asked for, not with the
+    # package: the engine, the store and the cache model never need it.
+    if name == "AnthropicLLMClient":
+        from .llm.anthropic import AnthropicLLMClient
+
+        return AnthropicLLMClient
+    raise AttributeError(f"module 'sessiongen' has no attribute {name!r}")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .llm.anthropic import lower_request
+from .llm.anthropic_wire import lower_request
 from .llm.types import LLMRequest
 from .tokens import without_cache_control
 

@@ -110,7 +110,7 @@ def count_body_tokens(body: Mapping[str, Any]) -> int:
 def count_request_tokens(request: LLMRequest) -> int:
     """Input tokens of a provider-neutral request: its lowered wire body, counted."""
     # Imported here: the llm package imports this module (the scripted client counts usage).
-    from .llm.anthropic import lower_request  # Anthropic is the only provider today
+    from .llm.anthropic_wire import lower_request  # Anthropic is the only provider today
 
     return count_body_tokens(lower_request(request))
 

@@ -32,128 +32,23 @@ from ..errors import (
     provider_error_for_status,
 )
 from ._httpx_bridge import as_httpx2, base_url_of
-from .anthropic_wire import ERROR_TYPES, usage_from_anthropic
+from .anthropic_wire import ERROR_TYPES, lower_request, usage_from_anthropic
 from .client import collect
 from .types import (
-    CacheMark,
     FinishEvent,
     FinishReason,
-    LLMMessage,
     LLMRequest,
     LLMResponse,
-    ReasoningContent,
     ReasoningDelta,
     StreamEvent,
-    SystemPart,
-    TextContent,
     TextDelta,
     ToolCall,
-    ToolCallContent,
     ToolCallEvent,
-    ToolChoice,
-    ToolDefinition,
-    ToolResultContent,
     Usage,
     UsageEvent,
 )
 
 __all__ = ["AnthropicLLMClient", "lower_request"]
-
-# --- lowering ------------------------------------------------------------------------------
-
-
-def lower_request(request: LLMRequest) -> dict[str, Any]:
-    """The exact JSON body of POST /v1/messages for `request`, without `stream`.
-
-    Keys come in a stable order: model, max_tokens, system, messages, tools, tool_choice, then
-    `request.provider_options["anthropic"]` merged last (so it may add or override fields).
-    `request.prompt_cache_key` is not lowered: the Messages API has no such field, and the
-    engine carries session identity in `request.headers`, which the client sends as headers.
-    Reasoning without a signature is dropped, since the API rejects unsigned thinking blocks;
-    a cache mark on reasoning is dropped too, since thinking blocks cannot carry one.
-    `max_output_tokens == 0` (pre-warming) is sent as is, except with manual extended
-    thinking, which rejects it and needs max_tokens above the thinking budget: then the
-    smallest valid value, budget + 1, is sent.
-    """
-    body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_output_tokens}
-    if request.system:
-        body["system"] = [_lower_system_part(part) for part in request.system]
-    body["messages"] = [_lower_message(message) for message in request.messages]
-    if request.tools:
-        body["tools"] = [_lower_tool(tool) for tool in request.tools]
-    if request.tool_choice is not None:
-        body["tool_choice"] = _lower_tool_choice(request.tool_choice)
-    body.update(request.provider_options.get("anthropic", {}))
-    thinking = body.get("thinking") or {}
-    if body["max_tokens"] == 0 and thinking.get("type") == "enabled":
-        body["max_tokens"] = int(thinking.get("budget_tokens", 1024)) + 1
-    return body
-
-
-def _cache_control(mark: CacheMark) -> dict[str, str]:
-    # 5m is the API default, so it is left implicit to keep the body minimal.
-    if mark.ttl == "1h":
-        return {"type": "ephemeral", "ttl": "1h"}
-    return {"type": "ephemeral"}
-
-
-def _with_cache(block: dict[str, Any], mark: CacheMark | None) -> dict[str, Any]:
-    if mark is not None:
-        block["cache_control"] = _cache_control(mark)
-    return block
-
-
-def _lower_system_part(part: SystemPart) -> dict[str, Any]:
-    return _with_cache({"type": "text", "text": part.text}, part.cache)
-
-
-def _lower_message(message: LLMMessage) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    for part in message.content:
-        block = _lower_content(part)
-        if block is not None:
-            content.append(block)
-    return {"role": message.role, "content": content}
-
-
-def _lower_content(
-    part: TextContent | ReasoningContent | ToolCallContent | ToolResultContent,
-) -> dict[str, Any] | None:
-    if isinstance(part, TextContent):
-        return _with_cache({"type": "text", "text": part.text}, part.cache)
-    if isinstance(part, ReasoningContent):
-        if part.signature is None:
-            return None
-        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
-    if isinstance(part, ToolCallContent):
-        block = {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
-        return _with_cache(block, part.cache)
-    result: dict[str, Any] = {
-        "type": "tool_result",
-        "tool_use_id": part.tool_call_id,
-        "content": part.text,
-    }
-    if part.is_error:
-        result["is_error"] = True
-    return _with_cache(result, part.cache)
-
-
-def _lower_tool(tool: ToolDefinition) -> dict[str, Any]:
-    block = {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
-    return _with_cache(block, tool.cache)
-
-
-def _lower_tool_choice(choice: ToolChoice) -> dict[str, Any]:
-    lowered: dict[str, Any] = {"type": choice.type}
-    if choice.type == "tool":
-        if choice.name is None:
-            raise ValueError("tool_choice of type 'tool' needs the tool's name")
-        lowered["name"] = choice.name
-    # The API has the flag inside tool_choice, and none has no such field (nothing to disable).
-    if choice.disable_parallel_tool_use and choice.type != "none":
-        lowered["disable_parallel_tool_use"] = True
-    return lowered
-
 
 # --- the one error mapping -----------------------------------------------------------------
 

@@ -7,7 +7,13 @@ a prompt cache can reuse. Every importer and the generator produce this one shap
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Self
+
+from pydantic import ValidationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +32,13 @@ class TraceRequest:
     block_tokens: tuple[int, ...]
     output_tokens: int
 
+    def __post_init__(self) -> None:
+        if len(self.blocks) != len(self.block_tokens):
+            raise ValueError(
+                f"a request has {len(self.blocks)} blocks but {len(self.block_tokens)} "
+                "block token counts"
+            )
+
     @property
     def input_tokens(self) -> int:
         return sum(self.block_tokens)
@@ -37,3 +50,63 @@ class Trace:
 
     name: str
     requests: tuple[TraceRequest, ...]
+
+    @classmethod
+    def ordered(cls, name: str, requests: Iterable[TraceRequest]) -> Trace:
+        """A trace of `requests` sorted by time; equal times keep their given order."""
+        return cls(name, tuple(sorted(requests, key=lambda r: r.at)))
+
+    def sessions(self) -> dict[str, tuple[TraceRequest, ...]]:
+        """Each session's requests in time order, sessions in order of their first request."""
+        grouped: dict[str, list[TraceRequest]] = {}
+        for request in self.requests:
+            grouped.setdefault(request.session, []).append(request)
+        return {session: tuple(requests) for session, requests in grouped.items()}
+
+    def reuse_gaps(self) -> tuple[float | None, ...]:
+        """For each request (aligned with `requests`), the seconds until the next request of
+        its session, or None for a session's last request: how long its prefix must stay
+        cached to be reused."""
+        gaps: list[float | None] = [None] * len(self.requests)
+        next_at: dict[str, float] = {}
+        for index in range(len(self.requests) - 1, -1, -1):
+            request = self.requests[index]
+            later = next_at.get(request.session)
+            gaps[index] = None if later is None else later - request.at
+            next_at[request.session] = request.at
+        return tuple(gaps)
+
+
+def unix_micros(moment: datetime | float) -> int:
+    """A timestamp (an aware datetime, a naive one taken as UTC, or Unix seconds) as whole
+    microseconds since the epoch: importers subtract these, so `at` comes out as written
+    (5.4 s, not the 5.400000095 that subtracting two float epoch seconds gives)."""
+    if not isinstance(moment, datetime):
+        return round(moment * 1_000_000)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class TraceFormatError(ValueError):
+    """A trace file that does not follow its format: names the file, the line (1-based, for
+    line-oriented formats) and what is wrong."""
+
+    def __init__(self, path: Path | str, problem: str, line: int | None = None) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.problem = problem
+        where = f"{self.path}" if line is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {problem}")
+
+    @classmethod
+    def invalid(cls, path: Path | str, error: ValidationError, line: int | None = None) -> Self:
+        """The error for a record that failed its pydantic model: each failing field and why."""
+        problem = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc']) or 'record'}: {item['msg']}"
+            for item in error.errors(include_url=False)
+        )
+        return cls(path, problem, line)

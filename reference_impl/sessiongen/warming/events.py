@@ -1,0 +1,166 @@
+"""The generic session-event JSONL format ("events"), one provider request a line, that users
+write from their own logs; each line is validated with a pydantic model.
+
+A line has `session`, `timestamp` (seconds as a number, or an ISO 8601 string; a string
+without a zone is UTC), `output_tokens`, and the prompt in one of two forms:
+
+- `blocks`: a list of `{"id", "tokens"}` in prompt order; ids are opaque (int or string),
+  equal ids mean the same block (so the same token count), and sharing a block id across
+  sessions shares that prefix (a system prompt);
+- `prefix_tokens` + `new_tokens`: tokens shared with the same session's previous line, then
+  tokens appended. Each line's new tokens become one new block (see `SegmentChain.extend` for
+  a prefix that ends inside an earlier block).
+
+Lines of one session must be in time order; sessions may interleave. See docs/traces.md.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .segments import SegmentChain
+from .traces import Trace, TraceFormatError, TraceRequest, unix_micros
+
+
+class EventBlock(BaseModel):
+    """One prompt block of an events line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: StrictInt | StrictStr
+    tokens: int = Field(ge=1)
+
+
+class EventLine(BaseModel):
+    """One line of the events format: one provider request."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    session: str = Field(min_length=1)
+    timestamp: float | datetime
+    output_tokens: int = Field(ge=0)
+    blocks: list[EventBlock] | None = Field(default=None, min_length=1)
+    prefix_tokens: int | None = Field(default=None, ge=0)
+    new_tokens: int | None = Field(default=None, ge=0)
+
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _seconds_or_iso(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError("timestamp must be a number of seconds or an ISO 8601 string")
+        if not isinstance(value, str):
+            return value
+        try:
+            return datetime.fromisoformat(value)  # without a zone: UTC, see unix_micros
+        except ValueError:
+            raise ValueError(
+                f"timestamp {value!r} is neither a number of seconds nor ISO 8601"
+            ) from None
+
+    @model_validator(mode="after")
+    def _one_prompt_form(self) -> Self:
+        token_form = (self.prefix_tokens, self.new_tokens)
+        if self.blocks is not None:
+            if token_form != (None, None):
+                raise ValueError("give either blocks or prefix_tokens + new_tokens, not both")
+        elif None in token_form:
+            raise ValueError("give blocks, or both prefix_tokens and new_tokens")
+        elif self.prefix_tokens == 0 and self.new_tokens == 0:
+            raise ValueError("a prompt needs at least one token")
+        return self
+
+
+def load_events(path: Path, name: str | None = None) -> Trace:
+    """An events JSONL file as a Trace, `at` measured from the earliest timestamp. Raises
+    TraceFormatError naming the line of a malformed or inconsistent line."""
+    reader = _Reader(path)
+    parsed: list[tuple[str, int, tuple[int, ...], tuple[int, ...], int]] = []
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = EventLine.model_validate_json(raw)
+            except ValidationError as error:
+                raise TraceFormatError.invalid(path, error, number) from None
+            micros = reader.micros(line, number)
+            blocks, tokens = reader.prompt(line, number)
+            parsed.append((line.session, micros, blocks, tokens, line.output_tokens))
+    start = min((entry[1] for entry in parsed), default=0)
+    return Trace.ordered(
+        name or path.stem,
+        (
+            TraceRequest(session, (micros - start) / 1_000_000, blocks, tokens, output)
+            for session, micros, blocks, tokens, output in parsed
+        ),
+    )
+
+
+class _Reader:
+    """What one events file's lines must agree on: timestamp kind, each session's time order,
+    each block id's token count, and each session's previous prompt."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.chain = SegmentChain()
+        self.ids: dict[int | str, tuple[int, int, int]] = {}  # id -> (block, tokens, line)
+        self.last_time: dict[str, tuple[int, int]] = {}  # session -> (latest time, its line)
+        self.numeric: bool | None = None  # timestamps are numbers (else ISO 8601)
+
+    def micros(self, line: EventLine, number: int) -> int:
+        is_number = not isinstance(line.timestamp, datetime)
+        if self.numeric is None:
+            self.numeric = is_number
+        elif is_number != self.numeric:
+            raise TraceFormatError(
+                self.path, "mixes numeric and ISO 8601 timestamps; use one kind per file", number
+            )
+        micros = unix_micros(line.timestamp)
+        previous = self.last_time.get(line.session)
+        if previous is not None and micros < previous[0]:
+            raise TraceFormatError(
+                self.path,
+                f"session {line.session!r} goes back in time (line {previous[1]} is later); "
+                "write each session's lines in time order",
+                number,
+            )
+        self.last_time[line.session] = (micros, number)
+        return micros
+
+    def prompt(self, line: EventLine, number: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        if line.blocks is None:
+            assert line.prefix_tokens is not None and line.new_tokens is not None
+            try:
+                return self.chain.extend(line.session, line.prefix_tokens, line.new_tokens)
+            except ValueError as error:
+                raise TraceFormatError(self.path, str(error), number) from None
+        blocks = []
+        for block in line.blocks:
+            key = block.id  # 1 and "1" stay different blocks: they never compare equal
+            known = self.ids.get(key)
+            if known is None:
+                known = self.ids[key] = (self.chain.new_id(), block.tokens, number)
+            elif known[1] != block.tokens:
+                raise TraceFormatError(
+                    self.path,
+                    f"block {block.id!r} has {block.tokens} tokens here but {known[1]} on line "
+                    f"{known[2]}: one id is one block",
+                    number,
+                )
+            blocks.append(known[0])
+        tokens = tuple(block.tokens for block in line.blocks)
+        self.chain.set(line.session, tuple(blocks), tokens)
+        return tuple(blocks), tokens

@@ -1,0 +1,92 @@
+"""The Trace helpers and `load_trace`, the one entry point for every format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sessiongen.warming.formats import FORMATS, load_trace
+from sessiongen.warming.traces import Trace, TraceFormatError, TraceRequest, unix_micros
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _request(session: str, at: float) -> TraceRequest:
+    return TraceRequest(session, at, (1,), (10,), 0)
+
+
+def test_sessions_group_in_order_of_first_request() -> None:
+    trace = Trace("t", (_request("b", 0), _request("a", 1), _request("b", 2)))
+    grouped = trace.sessions()
+    assert list(grouped) == ["b", "a"]
+    assert [r.at for r in grouped["b"]] == [0, 2]
+
+
+def test_reuse_gaps_are_the_time_to_the_same_sessions_next_request() -> None:
+    trace = Trace("t", (_request("a", 0), _request("b", 1), _request("a", 4.5), _request("b", 61)))
+    assert trace.reuse_gaps() == (4.5, 60, None, None)
+
+
+def test_ordered_sorts_by_time_and_keeps_ties_in_given_order() -> None:
+    trace = Trace.ordered("t", [_request("x", 3), _request("y", 1), _request("z", 1)])
+    assert [r.session for r in trace.requests] == ["y", "z", "x"]
+
+
+def test_a_request_needs_one_token_count_per_block() -> None:
+    with pytest.raises(ValueError, match="2 blocks but 1"):
+        TraceRequest("s", 0, (1, 2), (10,), 0)
+
+
+def test_unix_micros_is_exact() -> None:
+    assert unix_micros(1.5) == 1_500_000
+    assert unix_micros(1.001) == 1_001_000  # 1.001 * 1e6 is 1000999.9999999999 in floats
+    assert (unix_micros(1_748_854_805.4) - unix_micros(1_748_854_800.0)) / 1e6 == 5.4
+
+
+@pytest.mark.parametrize(
+    ("path", "format"),
+    [
+        ("mooncake_small.jsonl", "mooncake"),
+        ("events.jsonl", "events"),
+        ("claude-code", "claude-code"),
+        ("opencode", "opencode"),
+    ],
+)
+def test_load_trace_reads_every_format(path: str, format: str) -> None:
+    trace = load_trace(FIXTURES / path, format)  # type: ignore[arg-type]
+    assert trace.requests
+    assert trace.name == Path(path).stem
+    assert [r.at for r in trace.requests] == sorted(r.at for r in trace.requests)
+    assert load_trace(FIXTURES / path, format, name="mine").name == "mine"  # type: ignore[arg-type]
+
+
+def test_formats_lists_the_four() -> None:
+    assert FORMATS == ("mooncake", "events", "claude-code", "opencode")
+
+
+def test_unknown_format_names_the_choices() -> None:
+    with pytest.raises(ValueError, match="'csv'.*mooncake, events, claude-code, opencode"):
+        load_trace(FIXTURES / "events.jsonl", "csv")  # type: ignore[arg-type]
+
+
+def test_missing_file_is_a_clear_file_not_found(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jsonl"
+    with pytest.raises(FileNotFoundError, match="no events trace at .*nope.jsonl"):
+        load_trace(missing, "events")
+
+
+def test_a_directory_is_only_for_transcript_formats() -> None:
+    with pytest.raises(IsADirectoryError, match="a mooncake trace is one file"):
+        load_trace(FIXTURES, "mooncake")
+
+
+def test_an_empty_transcript_directory_says_so(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"no \*\.jsonl files under"):
+        load_trace(tmp_path, "claude-code")
+
+
+def test_format_errors_are_value_errors_naming_file_and_line() -> None:
+    error = TraceFormatError("trace.jsonl", "bad", 7)
+    assert isinstance(error, ValueError)
+    assert str(error) == "trace.jsonl:7: bad"
+    assert (error.line, error.problem) == (7, "bad")

@@ -1,0 +1,170 @@
+"""Claude Code session logs and opencode exports: one request per model call, blocks inferred
+from how the prompt grows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from sessiongen.warming.formats import load_trace
+from sessiongen.warming.segments import SegmentChain
+from sessiongen.warming.traces import TraceFormatError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CLAUDE = FIXTURES / "claude-code"
+SESSION_A = "5b2f0c1e-7d4a-4c1b-9a53-0e6f2d8c4a10"
+SESSION_B = "9e8d7c6b-1a2b-4c3d-8e9f-a0b1c2d3e4f5"
+OPENCODE_A = "ses_4a9f2c7e1ffeQk3sV8mZ2bYt0L"
+OPENCODE_B = "ses_4a9f0b3d2ffeHn7pR1cW5xJu9K"
+
+
+def test_growth_shares_the_previous_prompt_and_a_shrink_resets() -> None:
+    chain = SegmentChain()
+    assert chain.grow("s", 100) == ((0,), (100,))
+    assert chain.grow("s", 150) == ((0, 1), (100, 50))
+    assert chain.grow("s", 150) == ((0, 1), (100, 50))  # the same prompt again: no new block
+    assert chain.grow("s", 120) == ((2,), (120,))  # compacted: nothing shared
+    assert chain.grow("t", 10) == ((3,), (10,))  # other sessions never share inferred blocks
+
+
+def test_claude_code_directory_loads_exactly() -> None:
+    trace = load_trace(CLAUDE, "claude-code")
+    rows = [(r.session, r.at, r.blocks, r.block_tokens, r.output_tokens) for r in trace.requests]
+    assert rows == [
+        # msg 1 is two lines (thinking, tool_use): one request, the larger output; sent when
+        # the user prompt was logged (09:00:00), not when the answer was.
+        (SESSION_A, 0.0, (0,), (15214,), 188),
+        (SESSION_A, 5.4, (0, 1), (15214, 1833), 412),
+        (SESSION_B, 120.0, (2,), (17212,), 150),
+        (f"{SESSION_B}/a7f3e21", 123.5, (3,), (6005,), 220),  # the subagent's own session
+        (f"{SESSION_B}/a7f3e21", 126.8, (3, 4), (6005, 904), 310),
+        (SESSION_B, 132.0, (2, 5), (17212, 703), 260),
+        (SESSION_A, 270.0, (0, 1, 6), (15214, 1833, 526), 95),
+        # after the compaction the prompt is smaller: a reset, one new block; the
+        # <synthetic> message after it made no call.
+        (SESSION_A, 1201.0, (7,), (15309,), 300),
+    ]
+
+
+def test_claude_code_single_file() -> None:
+    trace = load_trace(CLAUDE / "-home-dev-shop" / f"{SESSION_B}.jsonl", "claude-code")
+    assert [(r.session, r.at, r.block_tokens) for r in trace.requests] == [
+        (SESSION_B, 0.0, (17212,)),
+        (SESSION_B, 12.0, (17212, 703)),
+    ]
+
+
+def test_claude_code_a_message_in_two_files_counts_once(tmp_path: Path) -> None:
+    shutil.copytree(CLAUDE, tmp_path / "logs")
+    source = tmp_path / "logs" / "-home-dev-shop" / f"{SESSION_A}.jsonl"
+    shutil.copy(source, tmp_path / "logs" / "copy.jsonl")
+    assert (
+        load_trace(tmp_path / "logs", "claude-code").requests
+        == load_trace(CLAUDE, "claude-code").requests
+    )
+
+
+def test_claude_code_calls_without_a_prompt_are_skipped(tmp_path: Path) -> None:
+    def line(message_id: str, model: str, prompt: int) -> str:
+        usage = {"input_tokens": prompt, "output_tokens": 3}
+        message = {"id": message_id, "model": model, "usage": usage}
+        return json.dumps(
+            {"type": "assistant", "timestamp": "2025-06-02T09:00:00Z", "message": message}
+        )
+
+    path = tmp_path / "s.jsonl"
+    kept = line("m1", "claude-sonnet-4-5", 40)
+    path.write_text("\n".join([kept, line("m2", "<synthetic>", 40), line("m3", "x", 0)]) + "\n")
+    assert [r.input_tokens for r in load_trace(path, "claude-code").requests] == [40]
+
+
+def test_claude_code_without_a_user_parent_uses_the_first_line(tmp_path: Path) -> None:
+    line = {
+        "type": "assistant",
+        "sessionId": "s",
+        "parentUuid": "missing",
+        "uuid": "u1",
+        "timestamp": "2025-06-02T09:00:03Z",
+        "message": {"id": "m1", "usage": {"input_tokens": 5, "output_tokens": 1}},
+    }
+    # The second answers the first assistant line, not a user line: its own time counts.
+    second = {**line, "uuid": "u2", "parentUuid": "u1", "timestamp": "2025-06-02T09:00:08Z"}
+    second["message"] = {"id": "m2", "usage": {"input_tokens": 9, "output_tokens": 2}}
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(line) + "\n" + json.dumps(second) + "\n")
+    trace = load_trace(path, "claude-code")
+    assert [(r.at, r.block_tokens) for r in trace.requests] == [(0.0, (5,)), (5.0, (5, 4))]
+
+
+def test_claude_code_ttl_breakdown_alone_counts_as_cache_write(tmp_path: Path) -> None:
+    usage = {
+        "input_tokens": 2,
+        "output_tokens": 1,
+        "cache_read_input_tokens": 10,
+        "cache_creation": {"ephemeral_5m_input_tokens": 3, "ephemeral_1h_input_tokens": 4},
+    }
+    line = {"type": "assistant", "timestamp": "2025-06-02T09:00:00Z", "message": {"usage": usage}}
+    path = tmp_path / "fallback-name.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    (request,) = load_trace(path, "claude-code").requests
+    assert (request.session, request.input_tokens) == ("fallback-name", 19)
+
+
+def test_claude_code_bad_lines_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    bad_usage = {"type": "assistant", "timestamp": "2025-06-02T09:00:00Z"}
+    bad_usage["message"] = {"usage": {"input_tokens": -1, "output_tokens": 0}}
+    path.write_text('{"type": "user"}\n' + json.dumps(bad_usage) + "\n")
+    with pytest.raises(TraceFormatError, match=r"s.jsonl:2: message.usage.input_tokens: "):
+        load_trace(path, "claude-code")
+    path.write_text('{"type": "user"}\n{"type": "assist\n')
+    with pytest.raises(TraceFormatError, match=r"s.jsonl:2: not JSON"):
+        load_trace(path, "claude-code")
+
+
+def test_opencode_directory_loads_exactly() -> None:
+    trace = load_trace(FIXTURES / "opencode", "opencode")
+    rows = [(r.session, r.at, r.blocks, r.block_tokens, r.output_tokens) for r in trace.requests]
+    assert rows == [
+        # one step per assistant message: input + cache read + cache write, output + reasoning
+        (OPENCODE_A, 0.0, (0,), (15020,), 95),
+        (OPENCODE_A, 3.05, (0, 1), (15020, 1348), 304),
+        (OPENCODE_A, 299.85, (0, 1, 2), (15020, 1348, 409), 120),
+        # the aborted message with no usage made no call; session B's one message has two
+        # steps: the second is sent when the first step's tool run ended (09:10:09)
+        (OPENCODE_B, 600.15, (3,), (15120,), 230),
+        (OPENCODE_B, 608.65, (3, 4), (15120, 1904), 310),
+    ]
+
+
+def test_opencode_the_same_export_twice_counts_once(tmp_path: Path) -> None:
+    for copy in ("one", "two"):
+        (tmp_path / copy).mkdir()
+        shutil.copy(FIXTURES / "opencode" / f"{OPENCODE_A}.json", tmp_path / copy / "a.json")
+    assert len(load_trace(tmp_path, "opencode").requests) == 3
+
+
+def test_opencode_message_tokens_without_steps(tmp_path: Path) -> None:
+    message = {
+        "info": {
+            "id": "msg_1",
+            "role": "assistant",
+            "time": {"created": 2000},
+            "tokens": {"input": 3, "output": 4, "cache": {"read": 5, "write": 6}},
+        },
+        "parts": [],
+    }
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"info": {"id": "ses_x"}, "messages": [message]}))
+    (request,) = load_trace(path, "opencode").requests
+    assert (request.session, request.block_tokens, request.output_tokens) == ("ses_x", (14,), 4)
+
+
+def test_opencode_a_bad_export_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    message = {"info": {"id": "m", "role": "assistant", "time": {"created": 1}}, "parts": [{}]}
+    path.write_text(json.dumps({"info": {"id": "ses_x"}, "messages": [message]}))
+    with pytest.raises(TraceFormatError, match=r"s.json: messages.0.parts.0.type: Field required"):
+        load_trace(path, "opencode")

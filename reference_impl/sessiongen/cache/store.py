@@ -10,9 +10,12 @@ wall clock.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate, compress, count
+from operator import itemgetter
 from typing import Any
 
 from ..tokens import total_input_tokens
@@ -21,6 +24,10 @@ from .prefix import TTL, PreparedRequest, check_breakpoints
 
 TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
 LOOKBACK_WINDOW = 20
+# Below this many stored entries the store never sweeps: a sweep would cost more than it frees.
+MIN_SWEEP = 1024
+
+_HASH, _TOKENS, _MARK = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 @dataclass
@@ -117,20 +124,55 @@ def uncached_usage(total_tokens: int) -> CacheUsage:
 
 class CacheStore:
     """All cache entries, keyed by (model namespace, prefix hash). Thread-safe: every public
-    method holds one lock, so it can serve an ASGI app running in another thread."""
+    method holds one lock, so it can serve an ASGI app running in another thread.
+
+    Expiry is lazy: `apply` checks `alive` on the entries it looks up, so its cost depends on
+    the request's blocks, not on how many entries are stored. Observably this is the eager
+    rule "every apply first drops the entries that are dead at its `now`": an entry dead at
+    the horizon (the latest `now` applied) counts as gone, a key rewritten after it died
+    moves to the end of the "oldest first" order, and dead entries are swept out when the
+    store has doubled since the last sweep (amortized O(1) per write, memory at most about
+    twice the live entries) or when the clock moves back (the eager rule had already dropped
+    everything dead at the later time, so those entries must not come back to life).
+    """
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, str], CacheEntry] = {}
         self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        # The same entries twice: in insertion order ("oldest first"), and by model then
+        # hash, so a lookup needs no key tuple.
+        self._entries: dict[tuple[str, str], CacheEntry] = {}
+        self._index: dict[str, dict[str, CacheEntry]] = {}
+        self._horizon = -math.inf  # the latest `now` applied since the last backward move
+        self._sweep_at = MIN_SWEEP
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
+            self._reset()
 
     def entries(self) -> list[CacheEntry]:
         """Copies of every stored entry (expired ones are dropped lazily), oldest first."""
         with self._lock:
-            return [replace(e) for e in self._entries.values()]
+            horizon = self._horizon
+            return [replace(e) for e in self._entries.values() if e.alive(horizon)]
+
+    def _sweep(self, now: float) -> None:
+        """Drop every entry dead at `now`, keeping the order of the rest."""
+        self._entries = {k: e for k, e in self._entries.items() if e.alive(now)}
+        self._index = {}
+        for (model, prefix_hash), entry in self._entries.items():
+            self._index.setdefault(model, {})[prefix_hash] = entry
+        self._sweep_at = max(MIN_SWEEP, 2 * len(self._entries))
+
+    def _advance(self, now: float) -> None:
+        """Move the horizon to `now`, sweeping when the clock went back or the store grew."""
+        if now < self._horizon:
+            self._sweep(self._horizon)
+        elif len(self._entries) >= self._sweep_at:
+            self._sweep(now)
+        self._horizon = now
 
     def process(self, request: PreparedRequest, *, now: float, ttft: float = 0.0) -> CacheResult:
         """Apply the cache rules to a flattened request of a catalogued model (raises
@@ -163,51 +205,60 @@ class CacheStore:
         B - A, 5m write C - B, input = total - C. A prefix below the minimum is neither read
         nor written and costs no error.
         """
-        marks = [(f"blocks.{i}", b[2]) for i, b in enumerate(blocks) if b[2] is not None]
-        check_breakpoints(marks)
-        prefix: list[int] = []
-        total = 0
-        for _, tokens, _ in blocks:
-            total += tokens
-            prefix.append(total)
-        hashes = [b[0] for b in blocks]
-        bps = [i for i, b in enumerate(blocks) if b[2] is not None]
-        ttls: dict[int, TTL] = {i: ttl for i, (_, _, ttl) in enumerate(blocks) if ttl is not None}
+        # Whole-prompt passes run in C (map/accumulate/compress): replays send long prompts.
+        prefix = list(accumulate(map(_TOKENS, blocks)))
+        total = prefix[-1] if prefix else 0
+        bps = list(compress(count(), map(_MARK, blocks)))  # a TTL is a non-empty string
+        ttls: dict[int, TTL] = {i: ttl for i in bps if (ttl := blocks[i][2]) is not None}
+        check_breakpoints([(f"blocks.{i}", ttl) for i, ttl in ttls.items()])
+        eligible = [bp for bp in bps if prefix[bp] >= min_tokens]
 
         with self._lock:
-            self._entries = {k: e for k, e in self._entries.items() if e.alive(now)}
-            matches: dict[int, int] = {}  # breakpoint -> matched position
-            for bp in bps:
-                if prefix[bp] < min_tokens:
-                    continue
-                for pos in range(bp, max(bp - LOOKBACK_WINDOW, -1), -1):
-                    entry = self._entries.get((model, hashes[pos]))
+            if now >= self._horizon and len(self._entries) < self._sweep_at:
+                self._horizon = now  # the usual case of `_advance`, without the call
+            else:
+                self._advance(now)
+            bucket = self._index.get(model)
+            positions: dict[int, int] = {}  # breakpoint -> matched position
+            matched: dict[int, CacheEntry] = {}  # matched position -> its entry
+            for bp in eligible if bucket else ():
+                assert bucket is not None
+                lo = max(bp - LOOKBACK_WINDOW + 1, 0)
+                if bucket.keys().isdisjoint(map(_HASH, blocks[lo : bp + 1])):
+                    continue  # the usual miss, decided without a Python loop
+                for pos in range(bp, lo - 1, -1):
+                    entry = bucket.get(blocks[pos][0])
                     if entry is not None and entry.usable(now):
-                        matches[bp] = pos
+                        positions[bp] = pos
+                        matched[pos] = entry
                         break
-            hit = max(matches.values(), default=None)
-            for pos in set(matches.values()):
-                entry = self._entries[(model, hashes[pos])]
+            hit = max(matched) if matched else None
+            for entry in matched.values():
                 entry.expires_at = now + TTL_SECONDS[entry.ttl]
                 entry.last_used_at = now
                 entry.hits += 1
 
             a = prefix[hit] if hit is not None else 0
-            eligible = [bp for bp in bps if prefix[bp] >= min_tokens]
-            after = [bp for bp in eligible if hit is None or bp > hit]
-            b = max((prefix[bp] for bp in after if ttls[bp] == "1h"), default=a)
+            b = a  # prefix sums never decrease, so every 1h breakpoint after A is >= A
+            for bp in eligible:
+                if ttls[bp] == "1h" and (hit is None or bp > hit) and prefix[bp] > b:
+                    b = prefix[bp]
             c = max(prefix[eligible[-1]], b) if eligible else a
 
             written: set[int] = set()
             for bp in eligible:
-                key = (model, hashes[bp])
+                prefix_hash = blocks[bp][0]
                 ttl = ttls[bp]
                 expires = now + TTL_SECONDS[ttl]
-                entry = self._entries.get(key)
-                if entry is None:
-                    self._entries[key] = CacheEntry(
+                entry = bucket.get(prefix_hash) if bucket is not None else None
+                if entry is None or not entry.alive(now):
+                    key = (model, prefix_hash)
+                    if entry is not None:
+                        # Dead, so the eager rule had dropped it: the new one is the newest.
+                        del self._entries[key]
+                    entry = CacheEntry(
                         model=model,
-                        prefix_hash=hashes[bp],
+                        prefix_hash=prefix_hash,
                         tokens=prefix[bp],
                         ttl=ttl,
                         written_at=now,
@@ -215,8 +266,12 @@ class CacheStore:
                         expires_at=expires,
                         last_used_at=now,
                     )
+                    self._entries[key] = entry
+                    if bucket is None:
+                        bucket = self._index[model] = {}
+                    bucket[prefix_hash] = entry
                     written.add(bp)
-                elif not entry.usable(now):
+                elif entry.available_at > now:
                     # Written by a request whose response has not begun yet: this request
                     # writes the same prefix again, so it becomes available at the earlier
                     # of the two response starts and lives as long as the longer.
@@ -225,21 +280,20 @@ class CacheStore:
                         entry.expires_at, entry.ttl = expires, ttl
                     written.add(bp)
 
-        usage = CacheUsage(
-            input_tokens=total - c,
-            cache_read_input_tokens=a,
-            ephemeral_5m_input_tokens=c - b,
-            ephemeral_1h_input_tokens=b - a,
-        )
+        # input, read, 5m write, 1h write
+        usage = CacheUsage(total - c, a, c - b, b - a)
         outcomes = tuple(
-            BreakpointOutcome(
-                position=bp,
-                ttl=ttls[bp],
-                prefix_tokens=prefix[bp],
-                reached_minimum=prefix[bp] >= min_tokens,
-                hit_position=matches.get(bp),
-                written=bp in written,
-            )
-            for bp in bps
+            [
+                # position, ttl, prefix tokens, reached the minimum, matched position, written
+                BreakpointOutcome(
+                    bp,
+                    ttls[bp],
+                    prefix[bp],
+                    prefix[bp] >= min_tokens,
+                    positions.get(bp),
+                    bp in written,
+                )
+                for bp in bps
+            ]
         )
         return CacheResult(usage, hit, a, b, c, outcomes)

@@ -1,0 +1,399 @@
+"""Warming policies: what TTL a client writes each prompt with and when it pings to keep the
+entry alive: objects meant to drive both the trace replay (`warming.replay`) and a live
+keeper.
+
+A policy sees a request when it arrives (`observe`, then `decide`) with the client-side
+`History` of its session, and answers with a `Decision`: the TTL of the one breakpoint on the
+prompt's last block (None: no breakpoint, nothing read or written) and the offsets, in
+seconds after the request's start, of keep-alive pings. A ping resends the same prefix with
+`max_tokens: 0`; it is cancelled when the session's next request arrives first, and unless
+the policy sets `ping_may_rewrite` it is not sent once the client's own bookkeeping says the
+entry has expired. Anthropic keeps an entry *at least* its TTL, so every schedule here
+assumes exactly the TTL and never more.
+
+Online policies (`online=True`) use only arrivals seen so far; offline ones (the gap oracle,
+a fixed schedule) read the trace they are given and exist as yardsticks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..cache import TTL, TTL_SECONDS, price
+from .traces import Trace, TraceRequest
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+_TTLS: tuple[TTL, ...] = ("5m", "1h")
+PING_MARGIN = 5.0  # seconds a "just before expiry" ping leaves between itself and the expiry
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The client's choice for one request: its breakpoint TTL and keep-alive ping offsets."""
+
+    ttl: TTL | None
+    ping_offsets: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.ttl is None and self.ping_offsets:
+            raise ValueError("a ping needs a breakpoint: ttl None takes no pings")
+        previous = 0.0
+        for offset in self.ping_offsets:
+            if not offset > previous:
+                raise ValueError(f"ping offsets must be positive and increasing: {self}")
+            previous = offset
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What the client knows about the request's session when the request arrives.
+
+    `readable_tokens` is the previous prompt's size when that prompt is a prefix of this one
+    (within the lookback window) and the client's bookkeeping says its entry is still alive:
+    what a breakpoint on this request expects to read. `index` is the request's position in
+    the trace; only offline policies may use it to look ahead.
+    """
+
+    index: int
+    turn: int
+    gap: float | None
+    previous_tokens: int
+    readable_tokens: int
+
+
+class Policy(Protocol):
+    """A warming policy. `reset` starts a fresh run; `observe` sees every arrival in time
+    order just before `decide` is asked about it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def online(self) -> bool: ...
+
+    @property
+    def ping_may_rewrite(self) -> bool: ...
+
+    def reset(self) -> None: ...
+
+    def observe(self, request: TraceRequest, history: History) -> None: ...
+
+    def decide(self, request: TraceRequest, history: History) -> Decision: ...
+
+
+class _Base:
+    """Defaults: online, stateless, pings never rewrite."""
+
+    name: str = ""
+    online: bool = True
+    ping_may_rewrite: bool = False
+
+    def reset(self) -> None:
+        pass
+
+    def observe(self, request: TraceRequest, history: History) -> None:
+        pass
+
+
+class _Rates:
+    """A model's prices as USD per token, for policies that weigh costs."""
+
+    def __init__(self, model: str) -> None:
+        p = price(model)
+        self.input = p.input / 1e6
+        self.read = p.cache_read / 1e6
+        self.write = {"5m": p.cache_write_5m / 1e6, "1h": p.cache_write_1h / 1e6}
+
+
+def _just_before_expiry(ttl: TTL, horizon: float, margin: float = PING_MARGIN) -> tuple[float, ...]:
+    """Ping offsets one `margin` before each expiry, while they fall before `horizon`."""
+    interval = TTL_SECONDS[ttl] - margin
+    return tuple(
+        interval * k for k in range(1, int(horizon // interval) + 1) if interval * k < horizon
+    )
+
+
+class Fixed(_Base):
+    """The same decision for every request."""
+
+    def __init__(self, name: str, ttl: TTL | None, ping_offsets: Sequence[float] = ()) -> None:
+        self.name = name
+        self._decision = Decision(ttl, tuple(ping_offsets))
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        return self._decision
+
+
+def no_cache() -> Fixed:
+    """No breakpoint at all: every prompt is plain input."""
+    return Fixed("no_cache", None)
+
+
+def five_minutes() -> Fixed:
+    """A 5m breakpoint on every prompt, no pings."""
+    return Fixed("5m", "5m")
+
+
+def one_hour() -> Fixed:
+    """A 1h breakpoint on every prompt, no pings."""
+    return Fixed("1h", "1h")
+
+
+def aider(pings: int = 3, interval: float = 295.0) -> Fixed:
+    """aider-like: 5m, then a ping every `interval` seconds, at most `pings` of them."""
+    return Fixed(f"aider_{pings}", "5m", tuple(interval * k for k in range(1, pings + 1)))
+
+
+def opencode(interval: float = 240.0, duration: float = 1800.0) -> Fixed:
+    """opencode-like: 5m, then a ping every `interval` seconds for `duration` seconds."""
+    offsets = tuple(interval * k for k in range(1, int(duration // interval) + 1))
+    return Fixed("opencode", "5m", offsets)
+
+
+def ttl_aware(ttl: TTL = "5m", horizon: float = 1800.0, margin: float = PING_MARGIN) -> Fixed:
+    """Pings timed from the TTL, each `margin` before the entry would expire, for `horizon`
+    seconds after the request."""
+    name = f"ttl_aware_{ttl}_{horizon / 60:g}min"
+    return Fixed(name, ttl, _just_before_expiry(ttl, horizon, margin))
+
+
+class SkiRental(_Base):
+    """Ski rental: ping just before each expiry while the pings' cumulative cost stays below
+    the cost of one rewrite of the prompt, then stop. The deterministic rent-or-buy rule: on
+    any single gap it pays at most about twice what knowing the gap would have cost."""
+
+    def __init__(self, ttl: TTL = "5m", model: str = DEFAULT_MODEL) -> None:
+        self.name = f"ski_rental_{ttl}"
+        rates = _Rates(model)
+        # Every ping reads the whole prompt, every rewrite writes it: the prompt size cancels.
+        pings = math.ceil(rates.write[ttl] / rates.read) - 1
+        interval = TTL_SECONDS[ttl] - PING_MARGIN
+        self._decision = Decision(ttl, tuple(interval * k for k in range(1, pings + 1)))
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        return self._decision
+
+
+class Selective1h(_Base):
+    """5m, or 1h when the 1h premium on what this request writes is below `pings` pings of
+    the whole prompt (what a 5m entry would spend to survive the same gap). No pings."""
+
+    def __init__(self, pings: float = 1.0, model: str = DEFAULT_MODEL) -> None:
+        self.name = "selective_1h" if pings == 1.0 else f"selective_1h_{pings:g}"
+        self._pings = pings
+        self._rates = _Rates(model)
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        n = request.input_tokens
+        written = n - history.readable_tokens
+        premium = (self._rates.write["1h"] - self._rates.write["5m"]) * written
+        return Decision("1h" if premium < self._pings * self._rates.read * n else "5m")
+
+
+class GapOracle(_Base):
+    """Offline yardstick: knows when each session's next request comes and picks, for every
+    prompt on its own, the cheapest of 5m or 1h with just enough pings at each expiry, or
+    letting the entry expire (and, unless `must_write`, no breakpoint at all). It writes
+    every prompt when `must_write`, as an online client does."""
+
+    online = False
+
+    def __init__(self, trace: Trace, must_write: bool = True, model: str = DEFAULT_MODEL) -> None:
+        self.name = "gap_oracle" if must_write else "gap_oracle_free"
+        self._must_write = must_write
+        self._rates = _Rates(model)
+        last: dict[str, int] = {}
+        self._next_at: list[float | None] = [None] * len(trace.requests)
+        for i, request in enumerate(trace.requests):
+            if request.session in last:
+                self._next_at[last[request.session]] = request.at
+            last[request.session] = i
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        r = self._rates
+        n = request.input_tokens
+        a = history.readable_tokens
+        next_at = self._next_at[history.index]
+        gap = None if next_at is None else next_at - request.at
+        best: tuple[float, Decision] | None = None
+        if not self._must_write:
+            # Nothing read now; the next request writes this prefix again.
+            later = 0.0 if gap is None else r.write["5m"] * n
+            best = (r.input * n + later, Decision(None))
+        for ttl in _TTLS:
+            now = r.read * a + r.write[ttl] * (n - a)
+            life = TTL_SECONDS[ttl]
+            # Let it expire: the next request, if any, writes this prefix again.
+            options: list[tuple[float, tuple[float, ...]]] = [
+                (0.0 if gap is None else r.write["5m"] * n, ())
+            ]
+            if gap is not None:
+                k = max(0, math.ceil(gap / life) - 1)  # pings exactly at each expiry
+                pings = tuple(life * j for j in range(1, k + 1) if life * j < gap)
+                options.append((r.read * n * (len(pings) + 1), pings))
+            for later, pings in options:
+                cost = now + later
+                if best is None or cost < best[0]:
+                    best = (cost, Decision(ttl, pings))
+        assert best is not None
+        return best[1]
+
+
+class Scheduled(_Base):
+    """Offline: replays fixed decisions, one per trace request (the optimum's schedule). Its
+    pings may rewrite, so they are sent exactly as scheduled."""
+
+    online = False
+    ping_may_rewrite = True
+
+    def __init__(self, name: str, decisions: Sequence[Decision]) -> None:
+        self.name = name
+        self._decisions = tuple(decisions)
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        return self._decisions[history.index]
+
+
+# The life table's interval ends, in seconds of gap since the session's previous request.
+_GRID: tuple[float, ...] = (30, 60, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 2700, 3600)
+_GRID += (5400.0, 7200.0)
+_DEPTHS = 4  # turn depths 0, 1, 2 and 3+ get separate tables
+_REFRESH_SECONDS = 30.0  # how stale a depth's table may get before it is recomputed
+
+
+class Learned(_Base):
+    """Online expected-cost policy. For each turn depth it keeps a life table of the gap from
+    a request to its session's next one, built only from arrivals seen so far: sessions that
+    continued give a gap, sessions still open count as censored at their current age, and a
+    session that never continues stays censored, which is how the estimate learns that many
+    sessions end. For each request it then picks the TTL and the number of just-before-expiry
+    pings minimizing expected cost: this request's read and write, each ping weighted by the
+    probability the session has not continued before it, and the next request's read of this
+    prefix if the entry is still alive then or its rewrite if not. No breakpoint is chosen
+    only when there is nothing to read and a continuation is too unlikely to repay a write.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, max_pings: int = 12) -> None:
+        self.name = "learned"
+        self._rates = _Rates(model)
+        self._max_pings = max_pings
+        self.reset()
+
+    def reset(self) -> None:
+        bins = len(_GRID) + 1
+        # Completed gaps per depth and life-table bin (the last bin is "beyond the grid").
+        self._done = [[0] * bins for _ in range(_DEPTHS)]
+        self._open: list[list[float]] = [[] for _ in range(_DEPTHS)]  # open sessions' last times
+        self._last: dict[str, tuple[float, int]] = {}  # session -> (last arrival, its depth)
+        self._tables: list[tuple[float, tuple[float, ...]] | None] = [None] * _DEPTHS
+        self._plans: list[tuple[float, float, dict[TTL, tuple[float, Decision]]] | None]
+        self._plans = [None] * _DEPTHS
+
+    def observe(self, request: TraceRequest, history: History) -> None:
+        previous = self._last.get(request.session)
+        if previous is not None:
+            at, depth = previous
+            opened = self._open[depth]
+            del opened[bisect.bisect_left(opened, at)]
+            self._done[depth][bisect.bisect_left(_GRID, request.at - at)] += 1
+        depth = min(history.turn, _DEPTHS - 1)
+        bisect.insort(self._open[depth], request.at)
+        self._last[request.session] = (request.at, depth)
+
+    def _survival(self, depth: int, now: float) -> tuple[float, ...]:
+        """S at each grid point: P(no next request within that gap), actuarial life table."""
+        cached = self._tables[depth]
+        if cached is not None and now - cached[0] < _REFRESH_SECONDS:
+            return cached[1]
+        done = self._done[depth]
+        opened = self._open[depth]
+        # Open sessions censored in each bin: ages (now - last) between grid points.
+        older = [bisect.bisect_right(opened, now - x) for x in _GRID]  # age >= x
+        at_risk = sum(done) + len(opened)
+        survival: list[float] = []
+        s = 1.0
+        lower_older = len(opened)
+        for k in range(len(_GRID)):
+            censored = lower_older - older[k]
+            exposed = at_risk - censored / 2
+            if exposed > 0:
+                s *= 1.0 - done[k] / exposed
+            survival.append(s)
+            at_risk -= done[k] + censored
+            lower_older = older[k]
+        table = tuple(survival)
+        self._tables[depth] = (now, table)
+        return table
+
+    @staticmethod
+    def _at(survival: tuple[float, ...], x: float) -> float:
+        """S(x), linear between grid points, 1 at 0, flat after the last point."""
+        k = bisect.bisect_left(_GRID, x)
+        if k >= len(_GRID):
+            return survival[-1]
+        x0, s0 = (0.0, 1.0) if k == 0 else (_GRID[k - 1], survival[k - 1])
+        return s0 + (survival[k] - s0) * (x - x0) / (_GRID[k] - x0)
+
+    def _plan(self, depth: int, now: float) -> tuple[float, dict[TTL, tuple[float, Decision]]]:
+        """Expected cost per prompt token beyond this request's own read and write: with no
+        breakpoint, and for each TTL with its best number of pings (the prompt size and the
+        readable part scale every option alike, so the best count does not depend on them).
+        Recomputed with the life table."""
+        cached = self._plans[depth]
+        if cached is not None and now - cached[0] < _REFRESH_SECONDS:
+            return cached[1], cached[2]
+        r = self._rates
+        s = self._survival(depth, now)
+        never = s[-1]  # beyond the grid counts as a session that has ended
+        none = r.input + (1.0 - never) * r.write["5m"]  # the next request writes it again
+        best: dict[TTL, tuple[float, Decision]] = {}
+        for ttl in _TTLS:
+            life = TTL_SECONDS[ttl]
+            interval = life - PING_MARGIN
+            pings = 0.0
+            for k in range(self._max_pings + 1 if ttl == "5m" else 3):
+                if k:
+                    pings += r.read * self._at(s, interval * k)  # sent unless it came back
+                still = self._at(s, interval * k + life)  # not back while the entry lives
+                later = pings + (1.0 - still) * r.read + (still - never) * r.write["5m"]
+                if ttl not in best or later < best[ttl][0]:
+                    offsets = tuple(interval * j for j in range(1, k + 1))
+                    best[ttl] = (later, Decision(ttl, offsets))
+        self._plans[depth] = (now, none, best)
+        return none, best
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        r = self._rates
+        n = request.input_tokens
+        a = history.readable_tokens
+        none, best = self._plan(min(history.turn, _DEPTHS - 1), request.at)
+        # No breakpoint would throw away a live prefix, so it is an option only with none.
+        choice = (none * n, Decision(None)) if a == 0 else None
+        for ttl in _TTLS:
+            later, decision = best[ttl]
+            cost = r.read * a + r.write[ttl] * (n - a) + later * n
+            if choice is None or cost < choice[0]:
+                choice = (cost, decision)
+        assert choice is not None
+        return choice[1]
+
+
+def reference_policies(model: str = DEFAULT_MODEL) -> list[Policy]:
+    """The online policies compared in the warming report, reference rows first."""
+    return [
+        no_cache(),
+        five_minutes(),
+        one_hour(),
+        aider(1),
+        aider(3),
+        opencode(),
+        ttl_aware("5m", 1800.0),
+        ttl_aware("1h", 7200.0),
+        SkiRental("5m", model),
+        Selective1h(1.0, model),
+        Learned(model),
+    ]

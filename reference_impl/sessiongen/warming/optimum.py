@@ -1,0 +1,435 @@
+"""The offline optimum of a trace's warming, and a lower bound under it.
+
+Both know every future request. They answer "how cheap could this trace have been?", so
+that a policy's cost reads as a ratio to the best possible.
+
+**The optimum** (`optimum`) is the cheapest schedule in the client model the replay runs
+(`warming.replay`), the space every policy picks from: for each request, the TTL of the one
+breakpoint on its prompt's last block, or none; and keep-alive pings of that prompt before
+the session's next request. It is computed on the cache rules themselves, so their
+couplings are in it: a request reads only the longest live entry among the prompts its
+breakpoint's 20-block lookback reaches, a prompt below the model's minimum is neither read
+nor written, an entry lives its TTL from its last read or write and a read refreshes it with
+its own TTL, and a request without a breakpoint reads nothing even when its prefix is
+cached. A dynamic program runs over each group of requests whose entries can interact (a
+session, or sessions sharing a cacheable prompt) in time order. Its state is the set of live
+entries a later request can still read, with expiry and TTL, plus the pings already
+scheduled; states merge only when equal, and are dropped only by two exact rules: an entry
+no later request can read, and an entry shadowed by a longer one that lives at least as long
+and that every later reader of it can reach (the longest live match wins, so it is never
+read, and without pings of its own never refreshed, again).
+
+Pings take a canonical form: a request's pings keep its entry alive until the start of one
+chosen later request that can read it (a retry or another session after the session's next
+request counts: the pings stop there, the entry lives on), each at the moment the entry would
+otherwise expire. For a chosen target that is the fewest pings, and it leaves the entry alive
+longest. Pings that write (sent after the entry died) are outside the model, as is anything
+else a client could do (more breakpoints, pings of other prefixes). Because a request reads
+the longest live entry, keeping one alive longer can in principle cost elsewhere, so the
+canonical form is checked rather than assumed: the tests compare the optimum with every
+schedule of a richer family (other ping times, every TTL, pings that do write discarded),
+each replayed through the cache store.
+
+`optimum(..., must_write=True)` is the calibration variant: every prompt carries a
+breakpoint, as an online client that cannot know the prompt is never reused does.
+
+Costs are exact integers (tokens times prices scaled to whole numbers), so equal schedules
+compare equal. The schedule is then replayed through `CacheStore.apply`, the one
+implementation of the rules; that replay is the optimum's cost of record, and it must agree
+with the planner to the last token or `optimum` raises.
+
+**The lower bound** (`lower_bound`) relaxes the schedule block by block. Cost is additive
+over block positions (three-point billing charges each position of a request as read, 1h
+write, 5m write or input), so any schedule induces, for each block, touches at the times of
+the requests that contain it and of any pings: read (0.1x, only while alive), write (1.25x
+for 5m, 2x for 1h) or input (1x). Each block is then optimized alone by a dynamic program
+over its use times: uncached, write 5m or 1h, read while alive, keep alive through a gap with
+pings (each a 0.1x read, at the expiry) or let it expire and pay again; a write between uses
+is never better than the same write at the next use. Two relaxations make it a bound for
+every schedule, any breakpoints and extra requests included, not only for the client model:
+lookback and breakpoint placement are ignored, and a read leaves the block alive for an hour
+whatever entry it came from. Being alive longer never costs a lone block, so allowing that
+only lowers the bound; and it is needed, because the request that reads the block can write
+its own entry covering it with a 1h breakpoint, the premium falling on the new blocks: a
+block written 5m at 0, read at 200 by a request that writes 1h and read again at 3,000 costs
+1.25 + 0.1 + 0.1 in reality, while a block whose TTL were fixed at its write would pay at
+least 2.1. A request below the minimum pays input on every block. The per-block optimum is
+not a schedule in general (the blocks of one prompt may want different TTLs, pings or reads,
+while a request reads one prefix and writes the rest at one TTL), which is why the optimum
+above is computed on the rules and this is only its bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from ..cache import LOOKBACK_WINDOW, TTL, TTL_SECONDS, get_model, price
+from .policies import DEFAULT_MODEL, Decision, Scheduled
+from .replay import PreparedTrace, ReplayResult, prepare, replay
+from .traces import Trace
+
+_TTLS: tuple[TTL, ...] = ("5m", "1h")
+
+
+class _Prices:
+    """A model's prices as integers per token: the smallest power of ten that makes every
+    price in USD per million tokens whole, so sums and comparisons are exact."""
+
+    def __init__(self, model: str) -> None:
+        p = price(model)
+        values = [Decimal(str(v)) for v in (p.input, p.cache_write_5m, p.cache_write_1h)]
+        values += [Decimal(str(p.cache_read)), Decimal(str(p.output))]
+        scale = 1
+        while any((v * scale) % 1 for v in values):
+            scale *= 10
+        self.scale = scale  # integer cost / scale = USD per million tokens
+        self.input, w5, w1, self.read, self.output = (int(v * scale) for v in values)
+        self.write = {"5m": w5, "1h": w1}
+
+    def usd(self, cost: int) -> float:
+        return cost / self.scale / 1e6
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """The cheapest schedule and its replay. `planned_cost` is the planner's integer cost
+    (USD = planned_cost / scale / 1e6); the replay's cost is the cost of record."""
+
+    decisions: tuple[Decision, ...]
+    result: ReplayResult
+    planned_cost: int
+    scale: int
+
+    @property
+    def total_cost(self) -> float:
+        return self.result.total_cost
+
+    def policy(self) -> Scheduled:
+        """The schedule as an (offline) policy, for `replay`."""
+        return Scheduled(self.result.policy, self.decisions)
+
+
+@dataclass
+class _Plan:
+    """Per-trace facts the optimum's program needs."""
+
+    prepared: PreparedTrace
+    min_tokens: int
+    key: list[str | None]  # the entry each request writes (its last hash), None below minimum
+    cands: list[list[str]]  # entries a request's breakpoint can read, longest first
+    tokens_of: dict[str, int]  # entry -> prefix tokens
+    targets: list[list[float]]  # later readers' times a request's pings may aim for
+    next_at: list[float]  # the session's next request time (inf for the last)
+    last_use: dict[str, int]  # entry -> last request index that can read it (-1: none)
+    readers: dict[str, list[int]]  # entry -> requests that can read it, in order
+    chain: dict[str, frozenset[str]]  # entry -> every prefix hash of its prompt
+    shadows_memo: dict[tuple[str, str, int], bool]
+
+    def shadows(self, longer: str, shorter: str, q: int) -> bool:
+        """Whether every request after q that can read `shorter` can read `longer`, which
+        extends it: such a request never reads `shorter` while `longer` is alive."""
+        memo = (longer, shorter, q)
+        found = self.shadows_memo.get(memo)
+        if found is None:
+            found = shorter in self.chain[longer] and all(
+                longer in self.cands[r] for r in self.readers[shorter] if r > q
+            )
+            self.shadows_memo[memo] = found
+        return found
+
+
+def _plan(prepared: PreparedTrace, min_tokens: int) -> _Plan:
+    requests = prepared.trace.requests
+    n = len(requests)
+    key: list[str | None] = []
+    cands: list[list[str]] = []
+    tokens_of: dict[str, int] = {}
+    owners: dict[str, list[int]] = {}
+    last_use: dict[str, int] = {}
+    for i, hashes in enumerate(prepared.hashes):
+        total = prepared.tokens[i]
+        mine: list[str] = []
+        if total >= min_tokens:
+            for pos in range(len(hashes) - 1, max(len(hashes) - 1 - LOOKBACK_WINDOW, -1), -1):
+                if hashes[pos] in tokens_of:
+                    mine.append(hashes[pos])
+                    last_use[hashes[pos]] = i
+        cands.append(mine)
+        if total >= min_tokens:
+            key.append(hashes[-1])
+            tokens_of[hashes[-1]] = total
+            last_use.setdefault(hashes[-1], -1)
+            owners.setdefault(hashes[-1], []).append(i)
+        else:
+            key.append(None)
+    next_at = [math.inf] * n
+    seen: dict[str, int] = {}
+    for i in range(n - 1, -1, -1):
+        session = requests[i].session
+        if session in seen:
+            next_at[i] = requests[seen[session]].at
+        seen[session] = i
+    # Pings stop at the session's next request, but the entry they keep alive may serve a
+    # reader after it (a retry, another session), so every later reader is a target.
+    targets: list[list[float]] = [[] for _ in range(n)]
+    for r in range(n):
+        for k in cands[r]:
+            for q in owners[k]:
+                if q < r and requests[q].at < requests[r].at:
+                    targets[q].append(requests[r].at)
+    targets = [sorted(set(t)) for t in targets]
+    readers: dict[str, list[int]] = {k: [] for k in tokens_of}
+    for r in range(n):
+        for k in cands[r]:
+            readers[k].append(r)
+    chain = {prepared.hashes[q][-1]: frozenset(prepared.hashes[q]) for q in range(n)}
+    return _Plan(
+        prepared, min_tokens, key, cands, tokens_of, targets, next_at, last_use, readers, chain, {}
+    )
+
+
+def _components(plan: _Plan) -> list[list[int]]:
+    """Requests grouped so that no entry is written or read across groups."""
+    n = len(plan.key)
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    first: dict[str, int] = {}
+    for i in range(n):
+        k = plan.key[i]
+        for entry in [*plan.cands[i], *([k] if k is not None else [])]:
+            if entry in first:
+                parent[find(i)] = find(first[entry])
+            else:
+                first[entry] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(find(i), []).append(i)
+    return list(groups.values())
+
+
+# A state: live entries (entry, expires_at, ttl) sorted, and scheduled pings
+# (session, ping times, entry) sorted. Costs are integers.
+_Entries = tuple[tuple[str, float, TTL], ...]
+_Pings = tuple[tuple[str, tuple[float, ...], str], ...]
+_State = tuple[_Entries, _Pings]
+# Back-pointers: (decision of this request, the chain before it).
+_Chain = tuple[tuple[int, Decision], "_Chain | None"]
+
+
+def _relevant(
+    live: dict[str, tuple[float, TTL]],
+    scheduled: list[tuple[str, tuple[float, ...], str]],
+    q: int,
+    plan: _Plan,
+) -> _Entries:
+    """The live entries that can still change a cost after request q. Dropped (exactly):
+    an entry no later request can read, and an entry shadowed by a longer one that lives at
+    least as long and that every later reader of it can read too. The shadowed one is never
+    read again (the longest live match wins), and with no ping of its own never refreshed,
+    so it stays shadowed until it dies."""
+    pinged = {entry for _, _, entry in scheduled}
+    kept: list[tuple[str, float, TTL]] = []
+    for entry, (expires, ttl) in live.items():
+        if plan.last_use[entry] <= q:
+            continue
+        if entry not in pinged and any(
+            other != entry and until >= expires and plan.shadows(other, entry, q)
+            for other, (until, _) in live.items()
+        ):
+            continue
+        kept.append((entry, expires, ttl))
+    return tuple(sorted(kept))
+
+
+def _solve(
+    plan: _Plan, group: list[int], prices: _Prices, must_write: bool
+) -> tuple[int, dict[int, Decision]]:
+    requests = plan.prepared.trace.requests
+    tokens = plan.prepared.tokens
+    choices: tuple[TTL | None, ...] = _TTLS if must_write else (None, *_TTLS)
+    states: dict[_State, tuple[int, _Chain | None]] = {((), ()): (0, None)}
+    for q in group:
+        request = requests[q]
+        t = request.at
+        total = tokens[q]
+        key = plan.key[q]
+        fresh: dict[_State, tuple[int, _Chain | None]] = {}
+        for (entries, pings), (cost, chain) in states.items():
+            # Pings before t run first (the replay's order); the session's later ones are
+            # cancelled by this request.
+            live = {e: (x, ttl) for e, x, ttl in entries}
+            due: list[tuple[float, str]] = []
+            kept: list[tuple[str, tuple[float, ...], str]] = []
+            for session, planned, entry in pings:
+                now = [p for p in planned if p < t]
+                due += [(p, entry) for p in now]
+                later = planned[len(now) :]
+                if later and session != request.session:
+                    kept.append((session, later, entry))
+            # A ping's cost was counted when it was scheduled: it always runs (before its
+            # target, so before the session's next request) and always reads.
+            for p, entry in sorted(due):
+                if entry in live:
+                    live[entry] = (p + TTL_SECONDS[live[entry][1]], live[entry][1])
+            live = {e: v for e, v in live.items() if v[0] >= t}
+            for ttl in choices:
+                after = dict(live)
+                if ttl is None or key is None:
+                    step = prices.input * total
+                else:
+                    read = next((e for e in plan.cands[q] if e in after), None)
+                    a = plan.tokens_of[read] if read is not None else 0
+                    step = prices.read * a + prices.write[ttl] * (total - a)
+                    if read is not None:
+                        own = after[read][1]
+                        after[read] = (t + TTL_SECONDS[own], own)
+                    if key not in after:
+                        after[key] = (t + TTL_SECONDS[ttl], ttl)
+                step += prices.output * request.output_tokens
+                options: list[tuple[float, ...]] = [()]
+                if ttl is not None and key is not None and key in after:
+                    expires, own = after[key]
+                    life = TTL_SECONDS[own]
+                    for target in plan.targets[q]:
+                        series: list[float] = []
+                        p = expires  # the expiry so far; the next ping goes there
+                        while p < target and p < plan.next_at[q]:
+                            series.append(p)
+                            p += life
+                        if series and p >= target and tuple(series) not in options:
+                            options.append(tuple(series))
+                for times in options:
+                    scheduled = list(kept)
+                    ping_cost = 0
+                    if times:
+                        assert key is not None
+                        scheduled.append((request.session, times, key))
+                        ping_cost = prices.read * plan.tokens_of[key] * len(times)
+                    state = (_relevant(after, scheduled, q, plan), tuple(sorted(scheduled)))
+                    decision = Decision(ttl, tuple(p - t for p in times))
+                    candidate = cost + step + ping_cost
+                    best = fresh.get(state)
+                    if best is None or candidate < best[0]:
+                        fresh[state] = (candidate, ((q, decision), chain))
+        states = fresh
+    cost, chain = min(states.values(), key=lambda v: v[0])
+    decisions: dict[int, Decision] = {}
+    while chain is not None:
+        (q, decision), chain = chain
+        decisions[q] = decision
+    return cost, decisions
+
+
+def optimum(
+    trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL, must_write: bool = False
+) -> Optimum:
+    """The cheapest client schedule of `trace` (see the module docstring), replayed."""
+    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    info = get_model(model)
+    prices = _Prices(info.id)
+    plan = _plan(prepared, info.min_cacheable_tokens)
+    decisions: list[Decision | None] = [None] * len(prepared.trace.requests)
+    planned = 0
+    for group in _components(plan):
+        cost, chosen = _solve(plan, group, prices, must_write)
+        planned += cost
+        for q, decision in chosen.items():
+            decisions[q] = decision
+    assert all(d is not None for d in decisions)
+    schedule = tuple(d for d in decisions if d is not None)
+    name = "optimum_must_write" if must_write else "optimum"
+    result = replay(prepared, Scheduled(name, schedule), model=info.id)
+    replayed = _integer_cost(result, prices)
+    if replayed != planned:
+        raise RuntimeError(
+            f"the optimum's planner and the cache rules disagree: {planned} vs {replayed}"
+        )
+    return Optimum(schedule, result, planned, prices.scale)
+
+
+def _integer_cost(result: ReplayResult, prices: _Prices) -> int:
+    t = result.tokens
+    return (
+        prices.input * t.input
+        + prices.write["5m"] * t.cache_write_5m
+        + prices.write["1h"] * t.cache_write_1h
+        + prices.read * t.cache_read
+        + prices.output * t.output
+    )
+
+
+def integer_cost(result: ReplayResult, model: str = DEFAULT_MODEL) -> int:
+    """A replay's cost as the optimum's exact integer (tokens times scaled prices)."""
+    return _integer_cost(result, _Prices(get_model(model).id))
+
+
+def _block_cost(
+    uses: Sequence[tuple[float, bool]], prices: _Prices, hour: float, five: float
+) -> int:
+    """Per-token cost of one block over its uses (time, cacheable), in time order: states are
+    "dead" and "alive until e"; a read or a ping leaves it alive for an hour."""
+    dead = 0
+    alive: dict[float, int] = {}  # expiry -> cost
+    r, w5, w1, inp = prices.read, prices.write["5m"], prices.write["1h"], prices.input
+    for at, cacheable in uses:
+        if not cacheable:
+            dead += inp
+            alive = {e: c + inp for e, c in alive.items()}
+            continue
+        best_dead = dead
+        best_read = math.inf
+        for expires, cost in alive.items():
+            if expires >= at:
+                best_read = min(best_read, cost + r)
+            else:
+                best_dead = min(best_dead, cost)  # let it expire
+                bridge = math.ceil((at - expires) / hour)  # pings, each good for an hour
+                best_read = min(best_read, cost + r * bridge + r)
+        dead = best_dead + inp
+        alive = {}
+        for expires, cost in ((at + five, best_dead + w5), (at + hour, best_dead + w1)):
+            alive[expires] = min(alive.get(expires, cost), cost)
+        if best_read < math.inf:
+            alive[at + hour] = min(alive[at + hour], int(best_read))
+    return min([dead, *alive.values()])
+
+
+def lower_bound_cost(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL) -> int:
+    """The per-block relaxation's cost as an exact integer (see the module docstring)."""
+    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    info = get_model(model)
+    prices = _Prices(info.id)
+    hour, five = TTL_SECONDS["1h"], TTL_SECONDS["5m"]
+    uses: dict[str, list[tuple[float, bool]]] = {}
+    weight: dict[str, int] = {}
+    requests = prepared.trace.requests
+    output = 0
+    for i, hashes in enumerate(prepared.hashes):
+        cacheable = prepared.tokens[i] >= info.min_cacheable_tokens
+        at = requests[i].at
+        for h, n in zip(hashes, requests[i].block_tokens, strict=True):
+            uses.setdefault(h, []).append((at, cacheable))
+            weight[h] = n
+        output += requests[i].output_tokens
+    # Blocks with the same uses share one program run.
+    by_uses: dict[tuple[tuple[float, bool], ...], int] = {}
+    for h, u in uses.items():
+        by_uses[tuple(u)] = by_uses.get(tuple(u), 0) + weight[h]
+    total = prices.output * output
+    for times, w in by_uses.items():
+        total += w * _block_cost(times, prices, hour, five)
+    return total
+
+
+def lower_bound(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL) -> float:
+    """The per-block relaxation in USD: no schedule of `trace` costs less."""
+    return _Prices(get_model(model).id).usd(lower_bound_cost(trace, model=model))

@@ -1,0 +1,584 @@
+"""Mutation score of the session.generate modules, measured with cosmic-ray.
+
+Run from the repository root; nothing to install first:
+
+    uv run python benchmarks/mutation_score.py [--modules generate,parity] [--out mutation.json]
+
+How it works, and why it never touches your tree:
+  * cosmic-ray mutates source files in place, so the script `git clone`s the repository's HEAD
+    (the committed state: uncommitted edits are not measured) into a temporary directory, once
+    per worker (`--jobs`, default 2). Every mutation happens in those clones, which are deleted
+    at the end (`--keep` keeps them). One environment, `uv sync --frozen --no-install-project`
+    from the lock file, serves all clones; the test command puts the clone's own
+    reference_impl on PYTHONPATH, and the script checks that `sessiongen` resolves there.
+  * cosmic-ray is not a project dependency: it runs as `uvx --from "cosmic-ray>=8,<9"
+    cosmic-ray ...`, so pyproject.toml and uv.lock stay as they are. Each clone runs one
+    `cosmic-ray http-worker` on a free loopback port, and `cosmic-ray exec` (http distributor)
+    hands each mutant to whichever worker is free.
+  * Each module runs against the tests that execute it: a coverage run with per-test contexts
+    showed that the selections in SELECTIONS execute every line of these modules that the whole
+    suite executes. `-x` stops a killed mutant at its first failure. The notebooks, tests/docs,
+    the CLI tests (subprocesses) and one 2 s subprocess test are left out, and nbval is not
+    loaded (`-o addopts=`).
+  * A mutant gets `--timeout` seconds (default: max(30, 5 x the unmutated run of its
+    selection)), enforced by cosmic-ray, which kills the test run's process group. A timeout
+    counts as detected (as in cosmic-ray's own report) and has its own column.
+  * Mutants inside type annotations that Python never evaluates (parameter and return
+    annotations under `from __future__ import annotations`, local-variable annotations) are
+    marked skipped before the run, the way cosmic-ray's own filters mark work items; they are
+    counted but not run and not in the percentage. `--mutate-annotations` runs them too.
+
+It prints one row per module and the total (mutants, skipped, killed, timeouts, survived,
+incompetent, % killed = (killed + timeouts) / (killed + timeouts + survived)) and writes `--out`
+(JSON): those figures, the tool's name and version, the commit, the test commands, and every
+survivor (module, line, operator, the mutated line before and after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+COSMIC_RAY = "cosmic-ray>=8,<9"
+PACKAGE = "reference_impl/sessiongen"
+PYTEST = "-m pytest -x -q -p no:cacheprovider -o addopts= -p no:nbval"
+# Runs the engine in a subprocess for ~2 s and executes no line of these modules that the rest
+# of the selection does not.
+SLOW = (
+    "tests/engine/test_durability.py"
+    "::test_killed_drain_leaves_a_sound_database_with_the_step_marked"
+)
+ENGINE_TESTS = (
+    "tests/generate",
+    "tests/engine",
+    "tests/warming/test_keeper.py",  # the rest of tests/warming is trace parsing, no engine
+    "tests/test_lab.py",
+    "tests/test_readme.py",
+)
+# module -> the tests that execute it (coverage with per-test contexts); paths that a commit
+# does not have yet are left out.
+SELECTIONS: dict[str, tuple[str, ...]] = {
+    "generate": ENGINE_TESTS,
+    "request": ENGINE_TESTS,
+    "transcript": ENGINE_TESTS,
+    "context": ENGINE_TESTS,
+    "parity": ("tests/generate/test_parity.py", "tests/generate"),  # the unit tests fail first
+    "cache_policy": ENGINE_TESTS,
+}
+SKIP_REASON = "type annotation that is never evaluated at run time"
+COUNTED = ("mutants", "skipped", "killed", "timeouts", "survived", "incompetent")
+
+
+@dataclass
+class Mutant:
+    module: str
+    line: int
+    operator: str
+    definition: str | None
+    outcome: str  # killed | timeouts | survived | incompetent | skipped
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModuleScore:
+    module: str
+    source: str = ""
+    test_command: str = ""
+    baseline_s: float = 0.0
+    timeout_s: float = 0.0
+    wall_s: float = 0.0
+    mutants: int = 0
+    skipped: int = 0
+    killed: int = 0
+    timeouts: int = 0
+    survived: int = 0
+    incompetent: int = 0
+
+    @property
+    def percent(self) -> float:
+        detected = self.killed + self.timeouts
+        judged = detected + self.survived
+        return round(100.0 * detected / judged, 1) if judged else 100.0
+
+
+# Process groups this script started and must end: the http workers and a running `exec`.
+CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """The environment for every child: not the developer's venv; no bytecode written."""
+    drop = {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env | extra
+
+
+def _run(
+    cmd: list[str], cwd: Path, *, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, cwd=cwd, env=env or _env(), text=True, capture_output=True, check=check
+    )
+
+
+def _start(cmd: list[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    CHILDREN.append(proc)
+    return proc
+
+
+def cr_command(*args: str) -> list[str]:
+    """`cosmic-ray ARGS`, in uv's tool environment (not the project's)."""
+    return ["uvx", "--quiet", "--from", COSMIC_RAY, "cosmic-ray", *args]
+
+
+def test_command(module: str, clone: Path, python: Path) -> str:
+    """The module's pytest run, the same in every clone (it runs in the clone's directory).
+
+    The shared environment does not install the project: PYTHONPATH makes `sessiongen` the
+    clone's own copy, the one cosmic-ray mutates.
+    """
+    paths = [p for p in SELECTIONS[module] if (clone / p).exists()]
+    deselect = f" --deselect {SLOW}" if (clone / SLOW.split("::")[0]).exists() else ""
+    return f"env PYTHONPATH=reference_impl {python} {PYTEST} {' '.join(paths)}{deselect}"
+
+
+def make_clone(repo: Path, commit: str, dest: Path) -> None:
+    _run(["git", "clone", "--quiet", "--no-hardlinks", str(repo), str(dest)], cwd=dest.parent)
+    _run(["git", "checkout", "--quiet", "--detach", commit], cwd=dest)
+
+
+def make_environment(clone: Path, venv: Path) -> Path:
+    """One environment for all clones, from the clone's lock file, without the project."""
+    env = _env(UV_PROJECT_ENVIRONMENT=str(venv))
+    _run(["uv", "sync", "--frozen", "--quiet", "--no-install-project"], clone, env=env)
+    return venv / "bin" / "python"
+
+
+def check_import(clone: Path, python: Path) -> None:
+    """`sessiongen` must resolve to the clone, or the mutants would not be what is tested."""
+    code = "import sessiongen; print(sessiongen.__file__)"
+    where = _run(["env", "PYTHONPATH=reference_impl", str(python), "-c", code], clone)
+    if not Path(where.stdout.strip()).resolve().is_relative_to(clone.resolve()):
+        raise SystemExit(f"sessiongen in {clone} resolves to {where.stdout.strip()}, not the clone")
+
+
+def warm_up(clone: Path, python: Path) -> None:
+    """Run the widest selection once with bytecode writing on, so that the dependencies'
+    bytecode is cached in the environment (the mutant runs write none, and importing the
+    provider SDK from source costs a second a run); then drop the clone's own bytecode, so
+    that no cached copy of a module under test can ever stand in for its mutated source."""
+    env = _env()
+    del env["PYTHONDONTWRITEBYTECODE"]
+    _run(test_command("generate", clone, python).split(), clone, check=False, env=env)
+    for cache in [p for p in clone.rglob("__pycache__") if p.is_dir()]:
+        shutil.rmtree(cache)
+
+
+def module_file(clone: Path, module: str) -> str:
+    """The module's path in the clone: `name.py`, or `_name.py` once it became internal."""
+    for name in (f"{module}.py", f"_{module}.py"):
+        if (clone / PACKAGE / name).is_file():
+            return f"{PACKAGE}/{name}"
+    raise SystemExit(f"no {module}.py or _{module}.py under {PACKAGE}")
+
+
+def baseline(command: str, clone: Path, module: str) -> float:
+    """Seconds the unmutated selection takes; it must pass, or no score means anything."""
+    start = time.monotonic()
+    proc = _run(command.split(), clone, check=False)
+    took = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.stdout.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+        raise SystemExit(f"baseline for {module} fails (exit {proc.returncode}); fix that first")
+    return took
+
+
+def write_config(path: Path, source: str, command: str, timeout_s: float, ports: list[int]) -> None:
+    urls = ", ".join(f'"http://127.0.0.1:{p}"' for p in ports)
+    path.write_text(
+        "[cosmic-ray]\n"
+        f'module-path = "{source}"\n'
+        f"timeout = {timeout_s}\n"
+        "excluded-modules = []\n"
+        f'test-command = "{command}"\n\n'
+        "[cosmic-ray.distributor]\n"
+        'name = "http"\n\n'
+        "[cosmic-ray.distributor.http]\n"
+        f"worker-urls = [{urls}]\n"
+    )
+
+
+Span = tuple[tuple[int, int], tuple[int, int]]
+
+
+def annotation_spans(source: str) -> list[Span]:
+    """(line, column) spans of the annotations Python never evaluates in this module.
+
+    Local-variable annotations never are (PEP 526); parameter and return annotations are not
+    under `from __future__ import annotations` (PEP 563) unless something asks for them, which
+    nothing in these modules does. Class-level annotations are left alone: pydantic evaluates
+    them. Columns are in characters, as cosmic-ray (parso) counts them.
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    postponed = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+
+    def char_col(line: int, byte_col: int) -> int:
+        return len(lines[line - 1].encode()[:byte_col].decode(errors="replace"))
+
+    def span(node: ast.expr) -> Span:
+        end_line = node.end_lineno or node.lineno
+        end_col = node.end_col_offset or 0
+        return (
+            (node.lineno, char_col(node.lineno, node.col_offset)),
+            (end_line, char_col(end_line, end_col)),
+        )
+
+    def in_function(body: list[ast.stmt]) -> Iterator[ast.expr]:
+        """Local-variable annotations, not descending into nested classes."""
+        for stmt in body:
+            if isinstance(stmt, ast.AnnAssign):
+                yield stmt.annotation
+            if isinstance(stmt, ast.ClassDef):
+                continue
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.stmt):
+                    yield from in_function([child])
+
+    spans: list[Span] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if postponed:
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            spans += [span(p.annotation) for p in params if p is not None and p.annotation]
+            if node.returns is not None:
+                spans.append(span(node.returns))
+        spans += [span(annotation) for annotation in in_function(node.body)]
+    return spans
+
+
+def skip_annotations(db: Path, source_path: Path) -> int:
+    """Mark the mutants inside never-evaluated annotations as skipped; returns how many."""
+    spans = annotation_spans(source_path.read_text())
+    with sqlite3.connect(db) as con:
+        specs = con.execute(
+            "select job_id, start_pos_row, start_pos_col from mutation_specs"
+            " where job_id not in (select job_id from work_results)"
+        ).fetchall()
+        skipped = [
+            job for job, row, col in specs if any(start <= (row, col) < end for start, end in spans)
+        ]
+        con.executemany(
+            "insert into work_results (worker_outcome, output, test_outcome, diff, job_id)"
+            " values ('SKIPPED', ?, NULL, NULL, ?)",
+            [(SKIP_REASON, job) for job in skipped],
+        )
+    return len(skipped)
+
+
+def counts(db: Path) -> tuple[int, int]:
+    """(results, work items) so far, read without disturbing cosmic-ray's writes."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            done = con.execute("select count(*) from work_results").fetchone()[0]
+            total = con.execute("select count(*) from work_items").fetchone()[0]
+            return int(done), int(total)
+    except sqlite3.Error:
+        return 0, 0
+
+
+def diff_lines(diff: str) -> tuple[list[str], list[str]]:
+    before: list[str] = []
+    after: list[str] = []
+    for line in diff.splitlines():
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        if line.startswith("-"):
+            before.append(line[1:].strip())
+        elif line.startswith("+"):
+            after.append(line[1:].strip())
+    return before, after
+
+
+def classify(worker: str | None, test: str | None, output: str | None) -> str:
+    """One outcome per mutant. cosmic-ray stores enum names (NORMAL, NO_TEST, KILLED, ...)."""
+    worker = (worker or "").lower()
+    test = (test or "").lower()
+    if worker in ("skipped", "no_test"):
+        return "skipped"
+    if worker != "normal" or test not in ("killed", "survived"):
+        return "incompetent"
+    if test == "killed":
+        return "timeouts" if (output or "").strip() == "timeout" else "killed"
+    return "survived"
+
+
+def read_results(db: Path, module: str) -> list[Mutant]:
+    query = (
+        "select s.start_pos_row, s.operator_name, s.definition_name, r.worker_outcome,"
+        " r.test_outcome, r.output, r.diff from mutation_specs s"
+        " left join work_results r on r.job_id = s.job_id"
+        " order by s.start_pos_row, s.start_pos_col, s.operator_name"
+    )
+    mutants: list[Mutant] = []
+    with sqlite3.connect(db) as con:
+        for row, operator, definition, worker, test, output, diff in con.execute(query):
+            outcome = classify(worker, test, output)
+            before, after = diff_lines(diff or "")
+            mutants.append(Mutant(module, int(row), operator, definition, outcome, before, after))
+    return mutants
+
+
+def score_module(
+    module: str,
+    clones: list[Path],
+    python: Path,
+    ports: list[int],
+    work: Path,
+    *,
+    timeout: float | None,
+    mutate_annotations: bool,
+) -> tuple[ModuleScore, list[Mutant]]:
+    command = test_command(module, clones[0], python)
+    took = baseline(command, clones[0], module)
+    limit = round(timeout if timeout is not None else max(30.0, 5.0 * took), 1)
+    source = module_file(clones[0], module)
+    readable = command.replace(str(python), "python")
+    score = ModuleScore(module, source, readable, round(took, 1), limit)
+    config, db = work / f"{module}.toml", work / f"{module}.sqlite"
+    write_config(config, source, command, limit, ports)
+    _run(cr_command("init", str(config), str(db)), clones[0])
+    skipped = 0 if mutate_annotations else skip_annotations(db, clones[0] / source)
+    print(
+        f"[{module}] {source}: {counts(db)[1]} mutants, {skipped} in annotations skipped;"
+        f" baseline {took:.1f}s, timeout {limit:.0f}s",
+        flush=True,
+    )
+    start = time.monotonic()
+    log = work / f"{module}.exec.log"
+    proc = _start(cr_command("exec", str(config), str(db)), clones[0], log)
+    first, _ = counts(db)
+    last, shown = first, start
+    while proc.poll() is None:
+        time.sleep(2)
+        done, total = counts(db)
+        now = time.monotonic()
+        if done != last and (done % 10 == 0 or done == total or now - shown > 30):
+            eta = (now - start) / (done - first) * (total - done)
+            print(
+                f"[{module}] {done}/{total} done, {now - start:.0f}s elapsed, ~{eta:.0f}s left",
+                flush=True,
+            )
+            last, shown = done, now
+    CHILDREN.remove(proc)
+    if proc.returncode != 0:
+        raise SystemExit(f"cosmic-ray exec for {module} failed; see {log}")
+    score.wall_s = round(time.monotonic() - start, 1)
+    for clone in clones:  # every mutation must have been put back
+        dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], clone).stdout
+        if dirty.strip():
+            raise SystemExit(f"clone {clone} was left modified:\n{dirty}")
+    mutants = read_results(db, module)
+    score.mutants = len(mutants)
+    for m in mutants:
+        setattr(score, m.outcome, getattr(score, m.outcome) + 1)
+    return score, mutants
+
+
+def total_of(scores: list[ModuleScore]) -> ModuleScore:
+    total = ModuleScore("TOTAL")
+    for s in scores:
+        for name in COUNTED:
+            setattr(total, name, getattr(total, name) + getattr(s, name))
+    return total
+
+
+def table(scores: list[ModuleScore]) -> str:
+    names = ("mutants", "skipped", "killed", "timeout", "survived", "incompetent", "% killed")
+    head = f"{'module':<14}" + "".join(f"{n:>12}" for n in names)
+    rows = [head, "-" * len(head)]
+    for s in [*scores, total_of(scores)]:
+        if s.module == "TOTAL":
+            rows.append("-" * len(head))
+        values = [getattr(s, name) for name in COUNTED]
+        rows.append(f"{s.module:<14}" + "".join(f"{v:>12}" for v in values) + f"{s.percent:>11}%")
+    return "\n".join(rows)
+
+
+def tool_version(clone: Path) -> str:
+    return _run(cr_command("--version"), clone).stdout.strip().rsplit(" ", 1)[-1]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], deadline_s: float = 120.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"cosmic-ray http-worker on port {port} exited ({proc.returncode})")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"cosmic-ray http-worker on port {port} did not start")
+
+
+def stop_children(work: Path) -> None:
+    """End the process groups started here, then any test run they left in the clones.
+
+    cosmic-ray starts each test run in a session of its own, so a run in flight when its
+    worker dies is found by its working directory, which is inside `work`.
+    """
+    for proc in CHILDREN:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    for proc in CHILDREN:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    CHILDREN.clear()
+    root = work.resolve()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(entry / "cwd")).is_relative_to(root):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--modules", default=",".join(SELECTIONS), help="comma-separated subset")
+    parser.add_argument("--out", type=Path, default=Path("mutation.json"), help="JSON results")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel workers (one clone each)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per mutant")
+    parser.add_argument("--mutate-annotations", action="store_true", help="run those mutants too")
+    parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary clones")
+    args = parser.parse_args(argv)
+    modules = [m.strip() for m in args.modules.split(",") if m.strip()]
+    unknown = sorted(set(modules) - set(SELECTIONS))
+    if unknown or not modules:
+        parser.error(f"unknown module(s) {unknown}; choose from {sorted(SELECTIONS)}")
+    signal.signal(signal.SIGTERM, _terminate)  # so that `finally` ends the workers
+
+    repo = Path(_run(["git", "rev-parse", "--show-toplevel"], args.repo).stdout.strip())
+    commit = _run(["git", "rev-parse", "HEAD"], repo).stdout.strip()
+    if _run(["git", "status", "--porcelain", "--untracked-files=no"], repo).stdout.strip():
+        print("note: the working tree has uncommitted changes; HEAD is what gets measured")
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="mutation-score-"))
+    clones = [work / f"clone{i}" for i in range(max(1, args.jobs))]
+    print(f"cloning {repo} @ {commit[:12]} into {work} ({len(clones)} clones)", flush=True)
+    scores: list[ModuleScore] = []
+    mutants: list[Mutant] = []
+    try:
+        threads = [threading.Thread(target=make_clone, args=(repo, commit, c)) for c in clones]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if not all((c / PACKAGE).is_dir() for c in clones):
+            raise SystemExit("could not clone the repository")
+        python = make_environment(clones[0], work / "venv")
+        for clone in clones:
+            check_import(clone, python)
+        warm_up(clones[0], python)
+        version = tool_version(clones[0])
+        ports: list[int] = []
+        for clone in clones:
+            port = free_port()
+            log = work / f"worker-{port}.log"
+            proc = _start(cr_command("http-worker", "--port", str(port)), clone, log)
+            wait_for_port(port, proc)
+            ports.append(port)
+        print(f"cosmic-ray {version}: {len(ports)} workers on ports {ports}", flush=True)
+        for module in modules:
+            score, found = score_module(
+                module,
+                clones,
+                python,
+                ports,
+                work,
+                timeout=args.timeout,
+                mutate_annotations=args.mutate_annotations,
+            )
+            scores.append(score)
+            mutants.extend(found)
+    finally:
+        stop_children(work)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    wall = time.monotonic() - started
+
+    print()
+    print(table(scores))
+    total = total_of(scores)
+    survivors = [m for m in mutants if m.outcome == "survived"]
+    print(f"\n{len(survivors)} survivors; wall time {wall / 60:.1f} min; details in {args.out}")
+    report: dict[str, Any] = {
+        "tool": {"name": "cosmic-ray", "version": version},
+        "commit": commit,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["uv run python benchmarks/mutation_score.py", *sys.argv[1:]]),
+        "jobs": len(clones),
+        "wall_s": round(wall, 1),
+        "skipped_reason": SKIP_REASON,
+        "modules": [{**asdict(s), "percent_killed": s.percent} for s in scores],
+        "total": {name: getattr(total, name) for name in COUNTED}
+        | {"percent_killed": total.percent},
+        "survivors": [asdict(m) for m in survivors],
+        "timeouts": [asdict(m) for m in mutants if m.outcome == "timeouts"],
+        "incompetent": [asdict(m) for m in mutants if m.outcome == "incompetent"],
+    }
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

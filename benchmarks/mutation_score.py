@@ -357,6 +357,30 @@ def read_results(db: Path, module: str) -> list[Mutant]:
     return mutants
 
 
+EXEC_ATTEMPTS = 3
+
+
+def run_exec(module: str, config: Path, db: Path, clone: Path, log: Path, start: float) -> bool:
+    """One `cosmic-ray exec` of the session, printing progress; True if it exited cleanly."""
+    proc = _start(cr_command("exec", str(config), str(db)), clone, log)
+    first, _ = counts(db)
+    begin = shown = time.monotonic()
+    last = first
+    while proc.poll() is None:
+        time.sleep(2)
+        done, total = counts(db)
+        now = time.monotonic()
+        if done != last and (done % 10 == 0 or done == total or now - shown > 30):
+            eta = (now - begin) / (done - first) * (total - done)
+            print(
+                f"[{module}] {done}/{total} done, {now - start:.0f}s elapsed, ~{eta:.0f}s left",
+                flush=True,
+            )
+            last, shown = done, now
+    CHILDREN.remove(proc)
+    return proc.returncode == 0
+
+
 def score_module(
     module: str,
     clones: list[Path],
@@ -383,24 +407,15 @@ def score_module(
         flush=True,
     )
     start = time.monotonic()
-    log = work / f"{module}.exec.log"
-    proc = _start(cr_command("exec", str(config), str(db)), clones[0], log)
-    first, _ = counts(db)
-    last, shown = first, start
-    while proc.poll() is None:
-        time.sleep(2)
-        done, total = counts(db)
-        now = time.monotonic()
-        if done != last and (done % 10 == 0 or done == total or now - shown > 30):
-            eta = (now - start) / (done - first) * (total - done)
-            print(
-                f"[{module}] {done}/{total} done, {now - start:.0f}s elapsed, ~{eta:.0f}s left",
-                flush=True,
-            )
-            last, shown = done, now
-    CHILDREN.remove(proc)
-    if proc.returncode != 0:
-        raise SystemExit(f"cosmic-ray exec for {module} failed; see {log}")
+    for attempt in range(1, EXEC_ATTEMPTS + 1):
+        log = work / f"{module}.exec.{attempt}.log"
+        if run_exec(module, config, db, clones[0], log, start):
+            break
+        tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+        print(f"[{module}] cosmic-ray exec failed (attempt {attempt}):", *tail, sep="\n  ")
+        # A session resumes: the next exec runs only the mutants that have no result yet.
+        if attempt == EXEC_ATTEMPTS:
+            raise SystemExit(f"cosmic-ray exec for {module} failed {attempt} times")
     score.wall_s = round(time.monotonic() - start, 1)
     for clone in clones:  # every mutation must have been put back
         dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], clone).stdout

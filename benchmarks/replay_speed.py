@@ -1,7 +1,8 @@
 """Trace replay speed against the emulator over the official SDK, and the warming table.
 
-1. Speed: the replay of the Mooncake conversation trace's first half (aligned to prompts,
-   `warming.replay.align_to_prompts`) under each policy, best of `--repeats` runs. Then the
+1. Speed: the replay of the Mooncake conversation trace's first half (aligned to prompts by
+   the importer, `warming.mooncake.align_to_prompts`) under each policy, best of `--repeats`
+   runs. Then the
    first `--sample` requests go through `anthropic.AsyncAnthropic` to the in-process
    emulator (ASGI transport, virtual clock and scripted outputs set in process) under the
    "aider_1" policy (so pings are sent too). Both are timed in CPU seconds of this process
@@ -35,7 +36,6 @@ from sessiongen.warming.optimum import lower_bound, optimum
 from sessiongen.warming.replay import (
     PreparedTrace,
     ReplayResult,
-    align_to_prompts,
     prepare,
     replay,
     replay_through_client,
@@ -48,7 +48,7 @@ MOONCAKE = shared_mooncake_dir() / "conversation_trace_first_half.jsonl"
 
 def load() -> Trace:
     if MOONCAKE.exists():
-        return align_to_prompts(load_trace(MOONCAKE, "mooncake"))
+        return load_trace(MOONCAKE, "mooncake")
     print(f"{MOONCAKE} is absent: using a generated trace of 600 sessions instead")
     return generate_sessions(600, seed=1)
 

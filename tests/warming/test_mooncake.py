@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 from sessiongen.warming.formats import load_trace
-from sessiongen.warming.mooncake import block_tokens, infer_sessions, shared_mooncake_dir
+from sessiongen.warming.mooncake import (
+    align_to_prompts,
+    block_tokens,
+    infer_sessions,
+    load_mooncake,
+    shared_mooncake_dir,
+)
 from sessiongen.warming.traces import TraceFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -16,7 +22,7 @@ REAL_FILES = {"conversation_trace_first_half.jsonl": 5719, "synthetic_trace.json
 
 
 def test_the_fixture_loads_exactly() -> None:
-    trace = load_trace(FIXTURES / "mooncake_small.jsonl", "mooncake")
+    trace = load_mooncake(FIXTURES / "mooncake_small.jsonl", aligned=False)
     rows = [(r.session, r.at, r.blocks, r.block_tokens, r.output_tokens) for r in trace.requests]
     assert rows == [
         ("s0", 0.0, (0, 1, 2), (512, 512, 176), 50),
@@ -29,6 +35,21 @@ def test_the_fixture_loads_exactly() -> None:
         ("s4", 7.0, (20, 21), (512, 1), 10),  # input_length 300 < 512: last block clamped to 1
         ("s5", 7.5, (30,), (600,), 5),  # more tokens than one block: the last takes them
     ]
+
+
+def test_load_trace_aligns_chunks_to_prompts() -> None:
+    trace = load_trace(FIXTURES / "mooncake_small.jsonl", "mooncake")
+    s0 = [(r.blocks, r.block_tokens) for r in trace.requests if r.session == "s0"]
+    # s0's second prompt resends its first one's 176-token tail of chunk 2 inside chunk 7:
+    # aligned, it holds block 2 whole and a new block for the other 336 tokens of chunk 7.
+    assert s0[0] == ((0, 1, 2), (512, 512, 176))
+    assert s0[1][0][:3] == (0, 1, 2) and s0[1][1] == (512, 512, 176, 336, 364)
+    assert (
+        trace.requests
+        == align_to_prompts(
+            load_mooncake(FIXTURES / "mooncake_small.jsonl", aligned=False)
+        ).requests
+    )
 
 
 def test_block_tokens() -> None:

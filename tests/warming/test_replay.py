@@ -15,9 +15,9 @@ from sessiongen.cache import TTL, CacheEntry, CacheStore, cost
 from sessiongen.cache import store as store_module
 from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.warming import policies
+from sessiongen.warming.mooncake import align_to_prompts
 from sessiongen.warming.policies import Decision, History
 from sessiongen.warming.replay import (
-    align_to_prompts,
     prepare,
     replay,
     replay_through_client,

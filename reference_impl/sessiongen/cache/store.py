@@ -136,8 +136,14 @@ class CacheStore:
     everything dead at the later time, so those entries must not come back to life).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, linger: float = 0.0) -> None:
+        """`linger`: seconds an entry outlives its TTL. Anthropic promises *at least* the
+        TTL; 0 (the default) is exactly the promise, and a positive value asks what a longer
+        real lifetime would change. Clients must never rely on it."""
+        if not linger >= 0:
+            raise ValueError(f"linger must be >= 0 seconds, got {linger!r}")
         self._lock = threading.Lock()
+        self._life = {ttl: seconds + linger for ttl, seconds in TTL_SECONDS.items()}
         self._reset()
 
     def _reset(self) -> None:
@@ -234,7 +240,7 @@ class CacheStore:
                         break
             hit = max(matched) if matched else None
             for entry in matched.values():
-                entry.expires_at = now + TTL_SECONDS[entry.ttl]
+                entry.expires_at = now + self._life[entry.ttl]
                 entry.last_used_at = now
                 entry.hits += 1
 
@@ -249,7 +255,7 @@ class CacheStore:
             for bp in eligible:
                 prefix_hash = blocks[bp][0]
                 ttl = ttls[bp]
-                expires = now + TTL_SECONDS[ttl]
+                expires = now + self._life[ttl]
                 entry = bucket.get(prefix_hash) if bucket is not None else None
                 if entry is None or not entry.alive(now):
                     key = (model, prefix_hash)

@@ -97,10 +97,13 @@ def infer_sessions(chains: Sequence[Sequence[int]]) -> list[int]:
     return sessions
 
 
-def load_mooncake(path: Path, name: str | None = None) -> Trace:
+def load_mooncake(path: Path, name: str | None = None, *, aligned: bool = True) -> Trace:
     """A Mooncake JSONL file as a Trace: `at` is the timestamp in seconds (as given, from the
-    trace start), sessions are `s0`, `s1`, ... in order of first request (`infer_sessions`).
-    Raises TraceFormatError naming the line of a malformed line."""
+    trace start), sessions are `s0`, `s1`, ... in order of first request (`infer_sessions`),
+    and (unless `aligned` is False) blocks are split where a prompt ends inside a chunk
+    (`align_to_prompts`), so a breakpoint on a prompt's last block is what the next turn
+    reads. Raises TraceFormatError
+    naming the line of a malformed line."""
     lines: list[_Line] = []
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
@@ -122,4 +125,67 @@ def load_mooncake(path: Path, name: str | None = None) -> Trace:
         )
         for line, session in zip(lines, sessions, strict=True)
     )
-    return Trace(name or path.stem, requests)
+    trace = Trace(name or path.stem, requests)
+    return align_to_prompts(trace) if aligned else trace
+
+
+def align_to_prompts(trace: Trace) -> Trace:
+    """The trace with blocks split so that a request continuing its session's previous one
+    contains that prompt's last block whole.
+
+    Traces of fixed-size chunks (Mooncake: 512 tokens) end most prompts inside a chunk, and
+    the next turn's chunk at that position has another id because it holds more tokens. A
+    breakpoint on the prompt's last block then writes an entry no later prompt contains, so
+    nothing is ever read back, while the real conversation resends that prompt verbatim. When
+    a request shares all but the previous prompt's last chunk and its own chunk there is at
+    least as long, that chunk is split into the previous prompt's last block plus a new block
+    for the rest (ids above every id in the trace, one per (chunk id, offset)); a request
+    sharing only a shorter prefix reuses the previous request's blocks up to there. Tokens,
+    times, sessions and outputs are unchanged.
+    """
+    fresh = 1 + max((b for r in trace.requests for b in r.blocks), default=0)
+    pieces: dict[tuple[int, int], int] = {}
+    last: dict[str, int] = {}
+    # Per request: its new block ids and tokens, and where each original chunk starts in them.
+    aligned: list[tuple[list[int], list[int], list[int]]] = []
+    out: list[TraceRequest] = []
+    for i, request in enumerate(trace.requests):
+        raw, raw_tokens = request.blocks, request.block_tokens
+        ids: list[int] = []
+        tokens: list[int] = []
+        starts: list[int] = []
+        start = 0
+        p = last.get(request.session)
+        if p is not None:
+            before = trace.requests[p]
+            p_ids, p_tokens, p_starts = aligned[p]
+            k = 0
+            while k < min(len(raw), len(before.blocks)) and raw[k] == before.blocks[k]:
+                k += 1
+            end = len(before.blocks) - 1
+            if k == len(before.blocks):
+                ids, tokens, starts, start = list(p_ids), list(p_tokens), list(p_starts), k
+            elif k == end and k < len(raw) and raw_tokens[k] >= before.block_tokens[k]:
+                ids, tokens, starts, start = list(p_ids), list(p_tokens), list(p_starts), k + 1
+                rest = raw_tokens[k] - before.block_tokens[k]
+                if rest:
+                    key = (raw[k], before.block_tokens[k])
+                    if key not in pieces:
+                        pieces[key] = fresh + len(pieces)
+                    ids.append(pieces[key])
+                    tokens.append(rest)
+            else:
+                cut = p_starts[k] if k < len(p_starts) else len(p_ids)
+                ids, tokens, starts, start = p_ids[:cut], p_tokens[:cut], p_starts[:k], k
+        for j in range(start, len(raw)):
+            starts.append(len(ids))
+            ids.append(raw[j])
+            tokens.append(raw_tokens[j])
+        aligned.append((ids, tokens, starts))
+        last[request.session] = i
+        out.append(
+            TraceRequest(
+                request.session, request.at, tuple(ids), tuple(tokens), request.output_tokens
+            )
+        )
+    return Trace(trace.name, tuple(out))

@@ -49,7 +49,7 @@ from ..cache import (
     token_counts,
 )
 from .policies import DEFAULT_MODEL, History, Policy
-from .traces import Trace, TraceRequest
+from .traces import Trace
 
 FlatBlocks = tuple[tuple[str, int, TTL | None], ...]
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
@@ -135,68 +135,6 @@ def prepare(trace: Trace) -> PreparedTrace:
         turn=tuple(turn),
         extends=tuple(extends),
     )
-
-
-def align_to_prompts(trace: Trace) -> Trace:
-    """The trace with blocks split so that a request continuing its session's previous one
-    contains that prompt's last block whole.
-
-    Traces of fixed-size chunks (Mooncake: 512 tokens) end most prompts inside a chunk, and
-    the next turn's chunk at that position has another id because it holds more tokens. A
-    breakpoint on the prompt's last block then writes an entry no later prompt contains, so
-    nothing is ever read back, while the real conversation resends that prompt verbatim. When
-    a request shares all but the previous prompt's last chunk and its own chunk there is at
-    least as long, that chunk is split into the previous prompt's last block plus a new block
-    for the rest (ids above every id in the trace, one per (chunk id, offset)); a request
-    sharing only a shorter prefix reuses the previous request's blocks up to there. Tokens,
-    times, sessions and outputs are unchanged.
-    """
-    fresh = 1 + max((b for r in trace.requests for b in r.blocks), default=0)
-    pieces: dict[tuple[int, int], int] = {}
-    last: dict[str, int] = {}
-    # Per request: its new block ids and tokens, and where each original chunk starts in them.
-    aligned: list[tuple[list[int], list[int], list[int]]] = []
-    out: list[TraceRequest] = []
-    for i, request in enumerate(trace.requests):
-        raw, raw_tokens = request.blocks, request.block_tokens
-        ids: list[int] = []
-        tokens: list[int] = []
-        starts: list[int] = []
-        start = 0
-        p = last.get(request.session)
-        if p is not None:
-            before = trace.requests[p]
-            p_ids, p_tokens, p_starts = aligned[p]
-            k = 0
-            while k < min(len(raw), len(before.blocks)) and raw[k] == before.blocks[k]:
-                k += 1
-            end = len(before.blocks) - 1
-            if k == len(before.blocks):
-                ids, tokens, starts, start = list(p_ids), list(p_tokens), list(p_starts), k
-            elif k == end and k < len(raw) and raw_tokens[k] >= before.block_tokens[k]:
-                ids, tokens, starts, start = list(p_ids), list(p_tokens), list(p_starts), k + 1
-                rest = raw_tokens[k] - before.block_tokens[k]
-                if rest:
-                    key = (raw[k], before.block_tokens[k])
-                    if key not in pieces:
-                        pieces[key] = fresh + len(pieces)
-                    ids.append(pieces[key])
-                    tokens.append(rest)
-            else:
-                cut = p_starts[k] if k < len(p_starts) else len(p_ids)
-                ids, tokens, starts, start = p_ids[:cut], p_tokens[:cut], p_starts[:k], k
-        for j in range(start, len(raw)):
-            starts.append(len(ids))
-            ids.append(raw[j])
-            tokens.append(raw_tokens[j])
-        aligned.append((ids, tokens, starts))
-        last[request.session] = i
-        out.append(
-            TraceRequest(
-                request.session, request.at, tuple(ids), tuple(tokens), request.output_tokens
-            )
-        )
-    return Trace(trace.name, tuple(out))
 
 
 @dataclass(frozen=True)
@@ -382,12 +320,15 @@ def replay(
     model: str = DEFAULT_MODEL,
     keep_usage: bool = False,
     fast_path: bool = True,
+    linger: float = 0.0,
 ) -> ReplayResult:
-    """Replay `trace` under `policy` (reset first) on a fresh in-memory cache store."""
+    """Replay `trace` under `policy` (reset first) on a fresh in-memory cache store whose
+    entries live their TTL plus `linger` seconds (`CacheStore`); the client's bookkeeping
+    still counts on exactly the TTL."""
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     info = get_model(model)
     model_id, min_tokens = info.id, info.min_cacheable_tokens
-    apply = CacheStore().apply
+    apply = CacheStore(linger=linger).apply
     blocks, whole = prepared.blocks, prepared.whole
     outputs = [r.output_tokens for r in prepared.trace.requests]
     counts = _Counts()

@@ -1,0 +1,235 @@
+"""The warming experiment: every policy replayed over one trace and priced against the
+offline optimum, ping-interval sweeps, and the reuse gaps. The CLI (`sessiongen experiment
+warming`) and notebook 03 both call these functions, so their tables are the same numbers.
+
+Rows are plain dataclasses; `rows_frame` turns any list of them into a pandas DataFrame for
+people who have pandas (a dev dependency), and `write_csv` needs nothing but the standard
+library.
+
+Costs are prompt costs: input, cache writes and cache reads, requests and pings together.
+Output tokens cost the same under every policy (a ping has none), so they are left out of
+`cost` and of every ratio, which would otherwise shrink towards 1 with the output's share;
+`PolicyTable.output_cost` says what they add.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..cache import TTL, TTL_SECONDS
+from .optimum import Optimum, lower_bound, optimum
+from .policies import DEFAULT_MODEL, PING_MARGIN, Fixed, Policy, reference_policies
+from .replay import PreparedTrace, ReplayResult, prepare, replay
+from .traces import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+REFERENCE_ROWS = ("no_cache", "5m", "1h", "optimum", "lower_bound")
+"""Rows every policy table has: the three fixed TTL choices and the two yardsticks."""
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    """One policy's prompt cost (USD) on one trace; `ratio_to_optimum` is cost / the
+    optimum's."""
+
+    policy: str
+    online: bool
+    cost: float
+    ratio_to_optimum: float
+    pings: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    input_tokens: int
+
+
+@dataclass(frozen=True)
+class PolicyTable:
+    """`compare_policies`' answer: one row per policy plus the two yardsticks, cheapest
+    first, and the optimum itself (its schedule can be replayed as a policy)."""
+
+    trace: str
+    requests: int
+    sessions: int
+    model: str
+    rows: tuple[PolicyRow, ...]
+    optimum: Optimum
+    output_cost: float
+    """USD of the trace's output tokens, the same under every policy."""
+
+    def row(self, policy: str) -> PolicyRow:
+        """The row named `policy` (KeyError naming the rows there are)."""
+        for row in self.rows:
+            if row.policy == policy:
+                return row
+        raise KeyError(f"no row {policy!r}; rows: {', '.join(r.policy for r in self.rows)}")
+
+    def best_online(self) -> PolicyRow:
+        """The cheapest online policy: one a live client could run."""
+        return min((r for r in self.rows if r.online), key=lambda r: r.cost)
+
+
+def prompt_cost(result: ReplayResult) -> float:
+    """A replay's cost without its output tokens (USD)."""
+    return result.total_cost - result.cost.output
+
+
+def _row(result: ReplayResult, online: bool, best: float) -> PolicyRow:
+    t = result.tokens
+    cost = prompt_cost(result)
+    return PolicyRow(
+        policy=result.policy,
+        online=online,
+        cost=cost,
+        ratio_to_optimum=cost / best,
+        pings=result.pings,
+        cache_read_tokens=t.cache_read,
+        cache_write_tokens=t.cache_write_5m + t.cache_write_1h,
+        input_tokens=t.input,
+    )
+
+
+Progress = Callable[[str], None]
+"""Called with a step's name before the step runs (a policy's name, "optimum", ...)."""
+
+
+def compare_policies(
+    trace: Trace | PreparedTrace,
+    policies: Sequence[Policy] | None = None,
+    *,
+    model: str = DEFAULT_MODEL,
+    progress: Progress | None = None,
+) -> PolicyTable:
+    """Replay every policy (default: `reference_policies`) over `trace` and price each
+    against the offline optimum; add the optimum and the lower bound as rows."""
+    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    chosen = list(policies) if policies is not None else reference_policies(model)
+    names = [p.name for p in chosen]
+    clash = {n for n in names if names.count(n) > 1 or n in ("optimum", "lower_bound")}
+    if clash:
+        raise ValueError(f"policy names must be unique and not a yardstick's: {sorted(clash)}")
+    step = progress or (lambda _: None)
+    step("optimum")
+    best = optimum(prepared, model=model)
+    step("lower_bound")
+    bound = lower_bound(prepared, model=model)
+    output = best.result.cost.output
+    floor = prompt_cost(best.result)
+    rows: list[PolicyRow] = []
+    for policy in chosen:
+        step(policy.name)
+        rows.append(_row(replay(prepared, policy, model=model), policy.online, floor))
+    rows.append(dataclasses.replace(_row(best.result, False, floor), policy="optimum"))
+    rows.append(
+        PolicyRow("lower_bound", False, bound - output, (bound - output) / floor, 0, 0, 0, 0)
+    )
+    rows.sort(key=lambda r: r.cost)
+    sessions = len({r.session for r in prepared.trace.requests})
+    return PolicyTable(
+        prepared.trace.name,
+        len(prepared.trace.requests),
+        sessions,
+        best.result.model,
+        tuple(rows),
+        best,
+        output,
+    )
+
+
+@dataclass(frozen=True)
+class IntervalRow:
+    """Fixed-interval pings: the TTL, the interval, how long after each request pings go
+    on, and the cost."""
+
+    ttl: TTL
+    interval: float
+    horizon: float
+    cost: float
+    """Prompt cost (USD), as in `PolicyRow`."""
+    ratio_to_optimum: float
+    pings: int
+
+
+def interval_policy(ttl: TTL, interval: float, horizon: float) -> Fixed:
+    """Pings every `interval` seconds after each request while before `horizon` (a ping
+    after the entry has expired is not sent: the client's bookkeeping drops it)."""
+    if not 0 < interval:
+        raise ValueError(f"the interval must be positive, got {interval!r}")
+    offsets: list[float] = []
+    k = 1
+    while interval * k < horizon:
+        offsets.append(interval * k)
+        k += 1
+    return Fixed(f"{ttl}_every_{interval:g}s", ttl, offsets)
+
+
+def default_intervals(ttl: TTL) -> tuple[float, ...]:
+    """The sweep's grid: from a twentieth of the TTL up to just past it."""
+    life = TTL_SECONDS[ttl]
+    grid = [life * f for f in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)]
+    return (*grid, life - PING_MARGIN, life + 60.0)
+
+
+def sweep_intervals(
+    trace: Trace | PreparedTrace,
+    ttl: TTL,
+    *,
+    intervals: Iterable[float] | None = None,
+    horizon: float = 1800.0,
+    optimum_cost: float | None = None,
+    model: str = DEFAULT_MODEL,
+    progress: Progress | None = None,
+) -> list[IntervalRow]:
+    """Cost against the ping interval for one TTL, pings going on for `horizon` seconds
+    after each request. `optimum_cost` (else computed) is the ratios' denominator."""
+    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    """The sweep's `optimum_cost` is a prompt cost, like `PolicyTable.row("optimum").cost`."""
+    best = (
+        optimum_cost
+        if optimum_cost is not None
+        else prompt_cost(optimum(prepared, model=model).result)
+    )
+    rows = []
+    for interval in intervals if intervals is not None else default_intervals(ttl):
+        policy = interval_policy(ttl, interval, horizon)
+        if progress:
+            progress(policy.name)
+        result = replay(prepared, policy, model=model)
+        cost = prompt_cost(result)
+        rows.append(IntervalRow(ttl, interval, horizon, cost, cost / best, result.pings))
+    return rows
+
+
+def reuse_gaps(trace: Trace) -> list[float]:
+    """The seconds from each request to its session's next one, sorted (a session's last
+    request has none): the gaps a cached prefix must outlive to be read again."""
+    return sorted(g for g in trace.reuse_gaps() if g is not None)
+
+
+def rows_frame(rows: Iterable[Any]) -> pd.DataFrame:
+    """Rows (any of this module's dataclasses) as a pandas DataFrame."""
+    import pandas as pd
+
+    return pd.DataFrame([dataclasses.asdict(r) for r in rows])
+
+
+def write_csv(rows: Sequence[Any], path: Path) -> Path:
+    """Rows (this module's dataclasses, all of one kind) as CSV with a header; booleans are
+    written `true`/`false`."""
+    if not rows:
+        raise ValueError("no rows to write")
+    fields = [f.name for f in dataclasses.fields(rows[0])]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(fields)
+        for row in rows:
+            values = dataclasses.astuple(row)
+            writer.writerow([str(v).lower() if isinstance(v, bool) else v for v in values])
+    return path

@@ -2,9 +2,8 @@
 offline optimum, ping-interval sweeps, and the reuse gaps. The CLI (`sessiongen experiment
 warming`) and notebook 03 both call these functions, so their tables are the same numbers.
 
-Rows are plain dataclasses; `rows_frame` turns any list of them into a pandas DataFrame for
-people who have pandas (a dev dependency), and `write_csv` needs nothing but the standard
-library.
+Rows are plain dataclasses: `pandas.DataFrame(rows)` reads them as they are, and `write_csv`
+needs nothing but the standard library.
 
 Costs are prompt costs: input, cache writes and cache reads, requests and pings together.
 Output tokens cost the same under every policy (a ping has none), so they are left out of
@@ -19,16 +18,13 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..cache import TTL, TTL_SECONDS
 from .optimum import Optimum, lower_bound, optimum
 from .policies import DEFAULT_MODEL, PING_MARGIN, Fixed, Policy, reference_policies
 from .replay import PreparedTrace, ReplayResult, prepare, replay
 from .traces import Trace
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 REFERENCE_ROWS = ("no_cache", "5m", "1h", "optimum", "lower_bound")
 """Rows every policy table has: the three fixed TTL choices and the two yardsticks."""
@@ -210,13 +206,6 @@ def reuse_gaps(trace: Trace) -> list[float]:
     """The seconds from each request to its session's next one, sorted (a session's last
     request has none): the gaps a cached prefix must outlive to be read again."""
     return sorted(g for g in trace.reuse_gaps() if g is not None)
-
-
-def rows_frame(rows: Iterable[Any]) -> pd.DataFrame:
-    """Rows (any of this module's dataclasses) as a pandas DataFrame."""
-    import pandas as pd
-
-    return pd.DataFrame([dataclasses.asdict(r) for r in rows])
 
 
 def write_csv(rows: Sequence[Any], path: Path) -> Path:

@@ -9,7 +9,17 @@ from collections.abc import AsyncIterator
 import pytest
 from sessiongen.lab import EmulatorLab, emulator_lab
 from sessiongen.sample import SAMPLE_AGENT
-from sessiongen.warming.keeper import IdleSession, TtlSkiRental, WarmingKeeper
+from sessiongen.warming import policies
+from sessiongen.warming.keeper import (
+    FromPolicy,
+    IdleSession,
+    KeeperPolicy,
+    TtlSkiRental,
+    WarmingKeeper,
+    default_policy,
+)
+from sessiongen.warming.policies import Decision, History, Learned
+from sessiongen.warming.traces import TraceRequest
 
 ANSWER = {"text": "src/app.py defines add() and mean()."}
 
@@ -26,12 +36,16 @@ async def _turn(lab: EmulatorLab, keeper: WarmingKeeper, sid: str, text: str) ->
     await keeper.run_turn(sid, text)
 
 
-def _keeper(lab: EmulatorLab) -> WarmingKeeper:
-    return WarmingKeeper(lab.engine, clock=lab.emulator.clock)
+def _keeper(lab: EmulatorLab, policy: KeeperPolicy | None = None) -> WarmingKeeper:
+    return WarmingKeeper(lab.engine, clock=lab.emulator.clock, policy=policy or TtlSkiRental())
+
+
+# The replay's TTL-aware policy: a ping 5 s before each 5m expiry for half an hour.
+HALF_HOUR = policies.ttl_aware("5m", 1800.0)
 
 
 async def test_the_keeper_holds_a_5m_cache_across_a_20_minute_gap(lab: EmulatorLab) -> None:
-    keeper = _keeper(lab)
+    keeper = _keeper(lab, FromPolicy(HALF_HOUR))
     sid = lab.engine.create_session("forge", workspace=lab.workspace).id
     keeper.watch(sid)
     await _turn(lab, keeper, sid, "What is in src/app.py?")
@@ -41,7 +55,7 @@ async def test_the_keeper_holds_a_5m_cache_across_a_20_minute_gap(lab: EmulatorL
     pings = await keeper.advance_to(20 * 60)
     assert lab.engine.store.dump() == before  # SG-INV-1: pings change no Session table
     assert len(pings) == 4 and all(p.hit for p in pings)
-    assert [p.at for p in pings] == [270.0, 540.0, 810.0, 1080.0]
+    assert [p.at for p in pings] == [295.0, 590.0, 885.0, 1180.0]
     assert pings[0].usage.cache_read_tokens == written.read + written.write_5m
 
     await _turn(lab, keeper, sid, "And src/util.py?")
@@ -102,7 +116,7 @@ async def test_a_new_turn_restarts_the_schedule_and_deleted_sessions_stop(
     assert await keeper.advance_to(3600) == []
 
 
-def test_the_default_policy_pings_before_expiry_and_respects_the_premium() -> None:
+def test_ski_rental_pings_before_expiry_and_respects_the_premium() -> None:
     policy = TtlSkiRental(margin=30)
     idle = IdleSession("s", "claude-sonnet-4-6", "5m", 0.0, 100.0, 10_000)
     assert policy.next_ping(idle) == 370.0
@@ -132,3 +146,90 @@ async def test_no_ping_while_a_durable_turn_of_the_session_is_in_flight(
     keeper.turn_finished(sid)
     assert keeper.schedule(sid) == 1000 + 270
     assert len(lab.requests()) == 2
+
+
+async def test_a_replay_policy_decides_the_ping_count_and_stops_the_keeper(
+    lab: EmulatorLab,
+) -> None:
+    """FromPolicy: the replay policy's decision after the turn is the number of pings; the
+    keeper spaces them by the honoured TTL and sends nothing after the last."""
+    keeper = _keeper(lab, FromPolicy(policies.aider(3)))
+    sid = lab.engine.create_session("forge", workspace=lab.workspace).id
+    keeper.watch(sid)
+    await _turn(lab, keeper, sid, "What is in src/app.py?")
+    pings = await keeper.advance_to(3 * 3600)
+    assert [p.at for p in pings] == [295.0, 590.0, 885.0]
+    assert keeper.next_due() is None and len(lab.requests()) == 4
+
+
+async def test_the_interval_follows_the_ttl_the_provider_honoured(lab: EmulatorLab) -> None:
+    """A policy that decides on 5m pings, keeping a session whose agent writes 1h: the ping
+    count is the policy's, the spacing the honoured hour's."""
+    keeper = _keeper(lab, FromPolicy(policies.aider(2)))
+    sid = lab.engine.create_session("hourly", workspace=lab.workspace).id
+    keeper.watch(sid)
+    await _turn(lab, keeper, sid, "What is in src/app.py?")
+    assert lab.last_usage().write_1h > 0
+    pings = await keeper.advance_to(3 * 3600)
+    assert [p.at for p in pings] == [3595.0, 7190.0] and all(p.hit for p in pings)
+
+
+class _Recorder:
+    """A replay policy that records what the keeper shows it and decides one ping."""
+
+    name = "recorder"
+    online = True
+    ping_may_rewrite = False
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[TraceRequest, History]] = []
+
+    def reset(self) -> None:
+        self.seen.clear()
+
+    def observe(self, request: TraceRequest, history: History) -> None:
+        self.seen.append((request, history))
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        return Decision("5m", (295.0,))
+
+
+async def test_the_policy_sees_each_turn_as_a_trace_request(lab: EmulatorLab) -> None:
+    recorder = _Recorder()
+    keeper = _keeper(lab, FromPolicy(recorder))
+    sid = lab.engine.create_session("forge", workspace=lab.workspace).id
+    keeper.watch(sid)
+    await _turn(lab, keeper, sid, "What is in src/app.py?")
+    first = lab.last_usage()
+    lab.advance(120)
+    await _turn(lab, keeper, sid, "And src/util.py?")
+    second = lab.last_usage()
+    (r1, h1), (r2, h2) = recorder.seen
+    assert (h1.turn, h1.gap, h1.readable_tokens) == (0, None, 0)
+    assert r1.input_tokens == first.read + first.write_5m
+    assert (h2.turn, h2.gap, h2.readable_tokens) == (1, 120.0, second.read)
+    assert h2.previous_tokens == r1.input_tokens and r2.at == 120.0
+
+
+async def test_the_default_is_the_learned_policy_and_stops_by_its_cost_rule(
+    lab: EmulatorLab,
+) -> None:
+    """The default keeper policy is Learned with a prior: it pings as many times as its
+    expected-cost plan says for the turn, then stops."""
+    default = default_policy()
+    assert isinstance(default.policy, Learned)
+    keeper = WarmingKeeper(lab.engine, clock=lab.emulator.clock)
+    assert keeper.policy.name == "learned"
+    sid = lab.engine.create_session("forge", workspace=lab.workspace).id
+    keeper.watch(sid)
+    await _turn(lab, keeper, sid, "What is in src/app.py?")
+    written = lab.last_usage()
+    twin = default_policy().policy
+    request = TraceRequest(sid, 0.0, (0,), (written.read + written.write_5m,), 0)
+    history = History(-1, 0, None, 0, 0)
+    twin.observe(request, history)
+    planned = twin.decide(request, history)
+    pings = await keeper.advance_to(6 * 3600)
+    assert len(pings) == len(planned.ping_offsets) >= 1
+    assert [p.at for p in pings] == [295.0 * k for k in range(1, len(pings) + 1)]
+    assert keeper.next_due() is None and len(lab.requests()) == 1 + len(pings)

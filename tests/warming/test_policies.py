@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from sessiongen.cache import TTL_SECONDS, price
 from sessiongen.warming import policies
-from sessiongen.warming.policies import Decision, History
+from sessiongen.warming.policies import Decision, History, Learned
 from sessiongen.warming.replay import replay
 from sessiongen.warming.traces import Trace, TraceRequest
 
@@ -222,3 +222,33 @@ def test_ping_offsets_respect_the_ttl() -> None:
         times = (0.0, *decision.ping_offsets)
         gaps = [b - a for a, b in zip(times[:-1], times[1:], strict=True)]
         assert all(g <= TTL_SECONDS[decision.ttl] for g in gaps), policy.name
+
+
+def _pairs(gap: float | None, sessions: int = 50) -> Trace:
+    """Sessions of one 20,000-token request, each followed `gap` seconds later by a second
+    (none when gap is None), 10 s apart."""
+    requests = []
+    for k in range(sessions):
+        requests.append(TraceRequest(f"p{k}", 10.0 * k, (2 * k,), (20_000,), 0))
+        if gap is not None:
+            requests.append(
+                TraceRequest(f"p{k}", 10.0 * k + gap, (2 * k, 2 * k + 1), (20_000, 100), 0)
+            )
+    return Trace.ordered("pairs", requests)
+
+
+def test_learned_fit_is_a_prior_the_live_clock_never_meets() -> None:
+    first = History(-1, 0, None, 0, 0)
+    fresh = TraceRequest("live", 5.0, (999,), (20_000,), 0)
+    # Everyone comes back after 200 s: write 5m, no ping needed.
+    back = Learned().fit(_pairs(200.0))
+    assert back.decide(fresh, first) == Decision("5m")
+    # Everyone comes back after 400 s: one ping just before the 5m expiry pays.
+    later = Learned().fit(_pairs(400.0))
+    assert later.decide(fresh, first) == Decision("5m", (295.0,))
+    # Nobody comes back: its sessions, open at the trace's end, are censored there, and a
+    # write with nothing to read does not pay.
+    never = Learned().fit(_pairs(None, sessions=50))
+    assert never.decide(fresh, first) == Decision(None)
+    # The live clock starts afresh: the prior's open sessions do not count as open now.
+    assert all(not opened for opened in never._open)

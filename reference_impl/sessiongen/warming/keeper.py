@@ -6,6 +6,12 @@ After a durable turn the keeper reads the TTL the provider honoured from that tu
 (1h writes mean 1h; otherwise 5m), asks its policy when to ping next, and pings when due,
 unless a durable turn of that session is in flight. A new turn cancels the pending schedule
 and starts a new one. The policy decides when to stop.
+
+The policies are the replay's (`warming.policies`), run through `FromPolicy`: after each
+turn the policy sees the turn as a trace request and decides how many pings the idle gap
+is worth; the keeper spaces them by the honoured TTL. The default, `default_policy()`, is
+the policy that came out cheapest online in the replays (notebook 03): `Learned`, fitted on
+a prior of generated coding-agent sessions and learning on from the turns it watches.
 """
 
 from __future__ import annotations
@@ -14,16 +20,18 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Protocol
 
 from .._engine import SessionEngine
+from ..cache import TTL, TTL_SECONDS
 from ..cache.pricing import cost, price
 from ..errors import ProviderError, SessionNotFound
 from ..llm.types import Usage
 from ..model import AssistantMessage
+from .generator import generate_sessions
+from .policies import PING_MARGIN, History, Learned, Policy
+from .traces import TraceRequest
 
-TTL = Literal["5m", "1h"]
-TTL_SECONDS: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
 KEEPALIVE_PROMPT = "Keep-alive: no answer is needed."
 WARMING_TAG = "warming"
 
@@ -64,6 +72,8 @@ class IdleSession:
     """Tokens the last turn left cached (read plus written): what a ping reads."""
     pings: int = 0
     ping_cost_usd: float = 0.0
+    read_tokens: int = 0
+    """Tokens the last turn read from the cache."""
 
     @property
     def expires_at(self) -> float:
@@ -108,6 +118,54 @@ class TtlSkiRental:
         if spent_after_next > idle.rewrite_premium_usd:
             return None
         return max(idle.refreshed_at, idle.expires_at - self.margin)
+
+
+class FromPolicy:
+    """A replay policy (`warming.policies.Policy`) as the keeper's: the same object decides
+    in a replay and live.
+
+    After each durable turn the policy observes the turn as a trace request (its session,
+    time, cached prompt tokens; turn depth and gap as this keeper saw them) and decides.
+    No breakpoint means no pings. Otherwise the decision's ping count is kept and the pings
+    are spaced by the TTL the provider honoured, each `margin` seconds before the entry
+    would expire, since the agent's cache policy, not the keeper, chose the TTL. After the
+    last one the keeper stops: the policy's stop rule.
+    """
+
+    def __init__(self, policy: Policy, *, margin: float = PING_MARGIN) -> None:
+        self.policy = policy
+        self.name = policy.name
+        self.margin = margin  # the policy is used as given: reset() would drop a fitted prior
+        self._turns: dict[str, tuple[int, float, int]] = {}  # session -> turns, last at, tokens
+        self._planned: dict[str, tuple[float, int]] = {}  # session -> (turn at, pings)
+
+    def _decide(self, idle: IdleSession) -> int:
+        turns, last_at, last_tokens = self._turns.get(idle.session_id, (0, 0.0, 0))
+        gap = idle.turn_at - last_at if turns else None
+        request = TraceRequest(
+            idle.session_id, idle.turn_at, (0,), (max(idle.prefix_tokens, 1),), 0
+        )
+        history = History(-1, turns, gap, last_tokens, idle.read_tokens)
+        self.policy.observe(request, history)
+        decision = self.policy.decide(request, history)
+        self._turns[idle.session_id] = (turns + 1, idle.turn_at, idle.prefix_tokens)
+        return len(decision.ping_offsets) if decision.ttl is not None else 0
+
+    def next_ping(self, idle: IdleSession) -> float | None:
+        planned = self._planned.get(idle.session_id)
+        if planned is None or planned[0] != idle.turn_at:
+            planned = (idle.turn_at, self._decide(idle))
+            self._planned[idle.session_id] = planned
+        if idle.pings >= planned[1]:
+            return None
+        return max(idle.refreshed_at, idle.expires_at - self.margin)
+
+
+def default_policy() -> FromPolicy:
+    """The keeper's default: `Learned` (the cheapest online policy in the replays, notebook
+    03) with a prior of 200 generated coding-agent sessions (seed 0), so it pings from the
+    first turn and learns the watched workload's own gaps from then on."""
+    return FromPolicy(Learned().fit(generate_sessions(200, seed=0)))
 
 
 @dataclass(frozen=True)
@@ -165,7 +223,7 @@ class WarmingKeeper:
     ) -> None:
         self.engine = engine
         self.clock = clock
-        self.policy: KeeperPolicy = policy or TtlSkiRental()
+        self.policy: KeeperPolicy = policy or default_policy()
         self.ledger = ledger or WarmingLedger()
         self.prompt = prompt
         self.tag = tag
@@ -237,7 +295,9 @@ class WarmingKeeper:
         if usage.cache_write_tokens == 0:
             ttl = agent.cache_ttl  # a pure read refreshes the entry with its own TTL
         now = self.clock.now()
-        return IdleSession(session_id, last.model, ttl, now, now, cached)
+        return IdleSession(
+            session_id, last.model, ttl, now, now, cached, read_tokens=usage.cache_read_tokens
+        )
 
     def _plan(self, idle: IdleSession) -> None:
         due = self.policy.next_ping(idle)

@@ -287,6 +287,8 @@ class Learned(_Base):
         bins = len(_GRID) + 1
         # Completed gaps per depth and life-table bin (the last bin is "beyond the grid").
         self._done = [[0] * bins for _ in range(_DEPTHS)]
+        # Sessions of a fitted trace still open at its end, censored at their age then.
+        self._closed = [[0] * bins for _ in range(_DEPTHS)]
         self._open: list[list[float]] = [[] for _ in range(_DEPTHS)]  # open sessions' last times
         self._last: dict[str, tuple[float, int]] = {}  # session -> (last arrival, its depth)
         self._tables: list[tuple[float, tuple[float, ...]] | None] = [None] * _DEPTHS
@@ -304,21 +306,45 @@ class Learned(_Base):
         bisect.insort(self._open[depth], request.at)
         self._last[request.session] = (request.at, depth)
 
+    def fit(self, trace: Trace) -> Learned:
+        """Learn from a whole earlier trace (a prior): its gaps are completed, and its
+        sessions still open at its end count as censored at their age then, so the live
+        clock, which starts afresh, never meets the trace's times. Returns self."""
+        turns: dict[str, int] = {}
+        previous: dict[str, TraceRequest] = {}
+        for request in trace.requests:
+            before = previous.get(request.session)
+            turn = turns.get(request.session, 0)
+            gap = None if before is None else request.at - before.at
+            tokens = 0 if before is None else before.input_tokens
+            self.observe(request, History(-1, turn, gap, tokens, 0))
+            turns[request.session] = turn + 1
+            previous[request.session] = request
+        end = max((r.at for r in trace.requests), default=0.0)
+        for at, depth in self._last.values():
+            self._closed[depth][bisect.bisect_left(_GRID, end - at)] += 1
+        self._open = [[] for _ in range(_DEPTHS)]
+        self._last = {}
+        self._tables = [None] * _DEPTHS
+        self._plans = [None] * _DEPTHS
+        return self
+
     def _survival(self, depth: int, now: float) -> tuple[float, ...]:
         """S at each grid point: P(no next request within that gap), actuarial life table."""
         cached = self._tables[depth]
         if cached is not None and now - cached[0] < _REFRESH_SECONDS:
             return cached[1]
         done = self._done[depth]
+        closed = self._closed[depth]
         opened = self._open[depth]
         # Open sessions censored in each bin: ages (now - last) between grid points.
         older = [bisect.bisect_right(opened, now - x) for x in _GRID]  # age >= x
-        at_risk = sum(done) + len(opened)
+        at_risk = sum(done) + len(opened) + sum(closed)
         survival: list[float] = []
         s = 1.0
         lower_older = len(opened)
         for k in range(len(_GRID)):
-            censored = lower_older - older[k]
+            censored = lower_older - older[k] + closed[k]
             exposed = at_risk - censored / 2
             if exposed > 0:
                 s *= 1.0 - done[k] / exposed

@@ -1,4 +1,5 @@
-"""The `sessiongen` command: `demo` runs the main job, `emulator` serves the emulator."""
+"""The `sessiongen` command: `demo` runs the main job, `emulator` serves the emulator,
+`experiment warming` replays warming policies over a trace and writes tables and plots."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, cast
+
+if TYPE_CHECKING:
+    from .warming.experiment import ExperimentResult
+    from .warming.traces import Trace
 
 PORTS = range(1, 65536)
+MAX_SESSIONS = 100_000
+FORMATS = ("mooncake", "events", "claude-code", "opencode")  # warming.formats.FORMATS, unimported
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,6 +40,33 @@ def port(text: str) -> int:
     return number
 
 
+def session_count(text: str) -> int:
+    """An argparse type: how many sessions `--generate` draws, 1 to MAX_SESSIONS."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_SESSIONS:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of sessions from 1 to {MAX_SESSIONS:,}, got {text!r}"
+        )
+    return number
+
+
+def seed(text: str) -> int:
+    """An argparse type: the generator's seed, any integer."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+
+
+def _error(message: str) -> int:
+    """A one-line runtime error (a bad file, not a bad argument): exit status 1."""
+    print(f"sessiongen: error: {message}", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _Parser(prog="sessiongen", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('sessiongen')}")
@@ -45,7 +80,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     emulator.add_argument("--host", default="127.0.0.1", help="bind address (loopback default)")
     emulator.add_argument("--port", type=port, default=8765, help="1 to 65535 (default 8765)")
 
+    experiment = commands.add_parser(
+        "experiment", help="run an experiment and write its tables and plots"
+    )
+    experiments = experiment.add_subparsers(dest="experiment", required=True)
+    warming = experiments.add_parser(
+        "warming",
+        help="every warming policy against the offline optimum, on a trace file or generated",
+        description="Replay every warming policy over a trace, price each against the offline "
+        "optimum, sweep ping intervals, and write policies.csv, intervals.csv and three PNG "
+        "plots into --out. Costs are prompt costs in USD (output tokens excluded).",
+    )
+    source = warming.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", type=Path, metavar="FILE", help="a trace file (or directory)")
+    source.add_argument(
+        "--generate",
+        type=session_count,
+        metavar="N",
+        help=f"generate N sessions instead (1 to {MAX_SESSIONS:,}; the offline optimum's time "
+        "grows with N: about 20 s for 40)",
+    )
+    warming.add_argument("--format", choices=FORMATS, help="the trace's format (with --trace)")
+    warming.add_argument("--seed", type=seed, help="the generator's seed (default 0)")
+    warming.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="where to write (created)"
+    )
+
     args = parser.parse_args(argv)
+    if args.command == "experiment":
+        if args.trace is not None and args.format is None:
+            warming.error(f"argument --format: required with --trace ({', '.join(FORMATS)})")
+        if args.trace is not None and args.seed is not None:
+            warming.error("argument --seed: only with --generate")
+        if args.generate is not None and args.format is not None:
+            warming.error("argument --format: only with --trace")
+        return _warming_experiment(args.trace, args.format, args.generate, args.seed, args.out)
     if args.command == "demo":
         from ._demo import print_demo
 
@@ -60,6 +129,120 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sessiongen: error: cannot bind {address}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _load(trace_path: Path | None, format: str, sessions: int | None, seed: int | None) -> Trace:
+    """The trace from the file, or generated; load errors propagate to the caller."""
+    if trace_path is None:
+        from .warming.generator import generate_sessions
+
+        return generate_sessions(sessions or 0, seed if seed is not None else 0)
+    from .warming.formats import TraceFormat, load_trace
+
+    return load_trace(trace_path, cast(TraceFormat, format))  # argparse checked the choice
+
+
+def _warming_experiment(
+    trace_path: Path | None, format: str, sessions: int | None, seed: int | None, out: Path
+) -> int:
+    """`sessiongen experiment warming`: run it under a progress bar on stderr (silent when
+    stderr is not a terminal), then print the policy table and the summary on stdout."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from .warming.experiment import experiment_steps, run_warming_experiment
+    from .warming.plots import PlotsUnavailable, require_matplotlib
+
+    errors = Console(stderr=True)
+    where = trace_path if trace_path is not None else "the generated trace"
+    try:
+        require_matplotlib()  # before loading: a missing extra should not cost a wait
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=errors,
+            disable=not errors.is_terminal,
+            transient=True,
+        ) as bar:
+            total = experiment_steps()
+            task = bar.add_task("loading the trace", total=total)
+            started = False
+
+            def step(name: str) -> None:
+                nonlocal started
+                if started:
+                    bar.advance(task)
+                started = True
+                bar.update(task, description=name)
+
+            trace = _load(trace_path, format, sessions, seed)
+            if not trace.requests:
+                raise ValueError(f"{where}: the {format} trace has no requests: nothing to compare")
+            result = run_warming_experiment(trace, out, progress=step)
+            bar.update(task, completed=total)
+    except PlotsUnavailable as exc:
+        return _error(str(exc))
+    except UnicodeDecodeError as exc:
+        return _error(f"cannot read {where} as a {format} trace: not UTF-8 text ({exc.reason})")
+    except ValueError as exc:  # TraceFormatError names file:line; an empty trace says so
+        return _error(str(exc))
+    except OSError as exc:  # load_trace's own errors have a message, the system's a filename
+        return _error(str(exc) if exc.filename is None else f"{exc.filename}: {exc.strerror}")
+    except KeyboardInterrupt:
+        print("sessiongen: interrupted", file=sys.stderr)
+        return 130
+    _print_table(result)
+    return 0
+
+
+def _print_table(result: ExperimentResult) -> None:
+    """The policy table, cheapest first, then one summary line and the files written."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = result.table
+    view = Table(
+        title=Text(f"Warming policies on {table.trace}"),
+        caption=Text(
+            f"prompt cost at {table.model} prices; output tokens, excluded, add "
+            f"{table.output_cost:,.4f} USD under every policy"
+        ),
+        title_justify="left",
+        caption_justify="left",
+    )
+    view.add_column("policy", no_wrap=True)
+    view.add_column("online")
+    view.add_column("cost (USD)", justify="right")
+    view.add_column("ratio_to_optimum", justify="right")
+    view.add_column("pings", justify="right")
+    for row in table.rows:
+        view.add_row(
+            Text(row.policy),
+            "yes" if row.online else "no",
+            f"{row.cost:,.4f}",
+            f"{row.ratio_to_optimum:.3f}",
+            f"{row.pings:,}",
+        )
+    out = Console(highlight=False, markup=False)
+    out.print(view)
+    best = table.best_online()
+    out.print(
+        f"best online policy: {best.policy}, ratio {best.ratio_to_optimum:.3f} to the optimum; "
+        f"trace {table.trace}: {table.requests:,} requests, {table.sessions:,} sessions",
+        soft_wrap=True,
+    )
+    out.print("wrote: " + ", ".join(str(p) for p in result.paths), soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -183,9 +183,9 @@ def sweep_intervals(
     progress: Progress | None = None,
 ) -> list[IntervalRow]:
     """Cost against the ping interval for one TTL, pings going on for `horizon` seconds
-    after each request. `optimum_cost` (else computed) is the ratios' denominator."""
+    after each request. `optimum_cost` (else computed) is the ratios' denominator: a prompt
+    cost, like `PolicyTable.row("optimum").cost`."""
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
-    """The sweep's `optimum_cost` is a prompt cost, like `PolicyTable.row("optimum").cost`."""
     best = (
         optimum_cost
         if optimum_cost is not None

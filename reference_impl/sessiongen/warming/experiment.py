@@ -1,0 +1,125 @@
+"""The warming experiment end to end, for one trace: every policy against the optimum, the two
+ping-interval sweeps, the reuse gaps, written as two CSV tables and three PNG figures.
+
+`sessiongen experiment warming` is a thin shell over `run_warming_experiment`: the numbers come
+from `warming.report` and the figures from `warming.plots`, so a notebook calling either gets
+the same ones. Costs are prompt costs (output tokens excluded; see `warming.report`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cache import TTL
+from . import plots
+from .policies import DEFAULT_MODEL, reference_policies
+from .replay import prepare
+from .report import (
+    IntervalRow,
+    PolicyTable,
+    Progress,
+    compare_policies,
+    default_intervals,
+    reuse_gaps,
+    sweep_intervals,
+    write_csv,
+)
+from .traces import Trace
+
+SWEEPS: tuple[tuple[TTL, float], ...] = (("5m", 1800.0), ("1h", 7200.0))
+"""The interval sweeps: each TTL with how long (seconds) pings go on after a request."""
+
+POLICIES_CSV = "policies.csv"
+INTERVALS_CSV = "intervals.csv"
+COST_BY_POLICY_PNG = "cost_by_policy.png"
+REUSE_GAP_CDF_PNG = "reuse_gap_cdf.png"
+COST_VS_INTERVAL_PNG = "cost_vs_interval.png"
+WRITE_STEP = "writing tables and plots"
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """What `run_warming_experiment` computed and where it wrote it."""
+
+    table: PolicyTable
+    intervals: tuple[IntervalRow, ...]
+    policies_csv: Path
+    intervals_csv: Path
+    cost_by_policy_png: Path
+    reuse_gap_cdf_png: Path
+    cost_vs_interval_png: Path
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """Every file written, tables first."""
+        return (
+            self.policies_csv,
+            self.intervals_csv,
+            self.cost_by_policy_png,
+            self.reuse_gap_cdf_png,
+            self.cost_vs_interval_png,
+        )
+
+
+def experiment_steps(model: str = DEFAULT_MODEL) -> int:
+    """How many times `run_warming_experiment` calls `progress`: the optimum, the lower
+    bound, each policy, each sweep point and the writing; a progress bar's total."""
+    sweeps = sum(len(default_intervals(ttl)) for ttl, _ in SWEEPS)
+    return 2 + len(reference_policies(model)) + sweeps + 1
+
+
+def run_warming_experiment(
+    trace: Trace, out_dir: str | Path, *, progress: Progress | None = None
+) -> ExperimentResult:
+    """Compare the reference policies on `trace`, sweep ping intervals for 5m and 1h, and
+    write `policies.csv`, `intervals.csv` and the three PNGs into `out_dir` (created if
+    missing). `progress` is called with each step's name before it runs.
+
+    Raises ValueError for a trace without requests or prompt tokens (no ratio to the optimum
+    exists), PlotsUnavailable without matplotlib and OSError when `out_dir` cannot be made;
+    all three before the slow part, so a mistake costs no wait.
+    """
+    if not trace.requests:
+        raise ValueError(f"the trace {trace.name!r} has no requests: nothing to compare")
+    if not any(r.input_tokens for r in trace.requests):
+        raise ValueError(f"the trace {trace.name!r} has no prompt tokens: nothing to cache")
+    plots.require_matplotlib()
+    out = Path(out_dir).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    step = progress or (lambda _: None)
+
+    prepared = prepare(trace)  # once: the policies, the optimum and the sweeps share it
+    table = compare_policies(prepared, progress=step)
+    best = table.row("optimum").cost
+    intervals = tuple(
+        row
+        for ttl, horizon in SWEEPS
+        for row in sweep_intervals(prepared, ttl, horizon=horizon, optimum_cost=best, progress=step)
+    )
+
+    step(WRITE_STEP)
+    name = f"{table.trace}: {table.requests:,} requests, {table.sessions:,} sessions"
+    figures = {
+        COST_BY_POLICY_PNG: plots.cost_by_policy(table.rows, title=f"Warming policies, {name}"),
+        REUSE_GAP_CDF_PNG: plots.reuse_gap_cdf(reuse_gaps(trace), title=f"Reuse gaps, {name}"),
+        COST_VS_INTERVAL_PNG: plots.cost_vs_interval(
+            intervals,
+            references={
+                "5m, no pings": table.row("5m").ratio_to_optimum,
+                "1h, no pings": table.row("1h").ratio_to_optimum,
+            },
+            title=f"Fixed-interval pings, {name}",
+        ),
+    }
+    for filename, figure in figures.items():
+        figure.savefig(out / filename, dpi=110)
+    return ExperimentResult(
+        table=table,
+        intervals=intervals,
+        policies_csv=write_csv(table.rows, out / POLICIES_CSV),
+        intervals_csv=write_csv(intervals, out / INTERVALS_CSV),
+        cost_by_policy_png=out / COST_BY_POLICY_PNG,
+        reuse_gap_cdf_png=out / REUSE_GAP_CDF_PNG,
+        cost_vs_interval_png=out / COST_VS_INTERVAL_PNG,
+    )

@@ -1,0 +1,172 @@
+"""The warming experiment's figures, drawn from `warming.report`'s rows so the CLI (`sessiongen
+experiment warming`) and the notebooks show the same numbers.
+
+Each function returns a `matplotlib.figure.Figure` on the Agg canvas: no pyplot, so no global
+figure state, no GUI backend and nothing to close; save with `figure.savefig(path)`, or let
+Jupyter display it. matplotlib is an optional dependency (`sessiongen[experiments]`), imported
+when a figure is made, so the package works without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ..cache import TTL_SECONDS
+from .report import IntervalRow, PolicyRow
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+INSTALL_HINT = "install sessiongen[experiments] (matplotlib) to draw the plots"
+
+ONLINE_COLOUR = "tab:blue"
+OFFLINE_COLOUR = "tab:orange"
+TTL_COLOURS = {"5m": "tab:blue", "1h": "tab:green"}
+GAP_FLOOR = 0.01
+"""Seconds: shorter reuse gaps (0 included) are drawn at this floor, a log axis has no 0."""
+_SECOND_TICKS = (0.01, 0.1, 1, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+
+
+class PlotsUnavailable(ImportError):
+    """matplotlib is not installed; the message says what to install."""
+
+
+def require_matplotlib() -> None:
+    """Raise PlotsUnavailable unless matplotlib imports: callers check before a long run."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise PlotsUnavailable(INSTALL_HINT) from exc
+
+
+def _figure(width: float, height: float) -> tuple[Figure, Axes]:
+    """A figure on its own Agg canvas (PNG rendering without pyplot or a display)."""
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _duration(seconds: float) -> str:
+    """A tick label: 30 s, 5 min, 2 h, 1 d."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"
+
+
+def _seconds_axis(axes: Axes) -> None:
+    """Label a log x axis of seconds in readable durations at round points, not 10^k."""
+    from matplotlib.ticker import NullFormatter
+
+    low, high = axes.get_xlim()
+    ticks = [t for t in _SECOND_TICKS if low <= t <= high]
+    axes.set_xticks(ticks, labels=[_duration(t) for t in ticks])
+    axes.xaxis.set_minor_formatter(NullFormatter())
+
+
+def cost_by_policy(rows: Sequence[PolicyRow], *, title: str | None = None) -> Figure:
+    """Horizontal bars of each policy's cost as a ratio to the optimum, cheapest on top,
+    online policies and offline yardsticks in two colours, a line at 1 (the optimum)."""
+    if not rows:
+        raise ValueError("no policy rows to draw")
+    from matplotlib.patches import Patch
+
+    ordered = sorted(rows, key=lambda r: r.ratio_to_optimum, reverse=True)
+    figure, axes = _figure(8.0, 0.32 * len(ordered) + 1.6)
+    positions = range(len(ordered))
+    bars = axes.barh(
+        positions,
+        [r.ratio_to_optimum for r in ordered],
+        color=[ONLINE_COLOUR if r.online else OFFLINE_COLOUR for r in ordered],
+    )
+    axes.bar_label(bars, labels=[f"{r.ratio_to_optimum:.3f}" for r in ordered], padding=3)
+    axes.set_yticks(list(positions), labels=[r.policy for r in ordered])
+    axes.axvline(1.0, color="black", linewidth=1.0, linestyle="--")
+    axes.set_xlabel("prompt cost / the optimum's")
+    axes.set_xlim(0, max(r.ratio_to_optimum for r in ordered) * 1.15)
+    axes.legend(
+        handles=[
+            Patch(color=ONLINE_COLOUR, label="online policy"),
+            Patch(color=OFFLINE_COLOUR, label="offline yardstick"),
+        ],
+        loc="upper right",
+    )
+    axes.set_title(title or "Warming policies against the offline optimum")
+    return figure
+
+
+def reuse_gap_cdf(gaps: Sequence[float], *, title: str | None = None) -> Figure:
+    """The empirical CDF of reuse gaps (`report.reuse_gaps`) on a log axis of seconds, with
+    the 5m and 1h TTLs marked: the share of reuses each TTL reaches without a ping."""
+    figure, axes = _figure(8.0, 4.5)
+    axes.set_xscale("log")
+    if gaps:
+        xs = sorted(max(g, GAP_FLOOR) for g in gaps)
+        ys = [(i + 1) / len(xs) for i in range(len(xs))]
+        axes.step(xs, ys, where="post", color="tab:purple", label=f"{len(xs):,} reuse gaps")
+        axes.legend(loc="upper left")
+    else:
+        axes.text(
+            0.5, 0.5, "no session has a second request", transform=axes.transAxes, ha="center"
+        )
+        axes.set_xlim(1.0, 10_000.0)
+    for ttl, seconds in TTL_SECONDS.items():
+        axes.axvline(seconds, color=TTL_COLOURS.get(ttl, "grey"), linestyle="--", linewidth=1)
+        axes.annotate(
+            f"{ttl} TTL",
+            (seconds, 0.02),
+            xytext=(4, 0),
+            textcoords="offset points",
+            color=TTL_COLOURS.get(ttl, "grey"),
+        )
+    axes.set_ylim(0, 1.02)
+    low, high = axes.get_xlim()
+    axes.set_xlim(low, max(high, 2.5 * max(TTL_SECONDS.values())))  # room for the 1h label
+    _seconds_axis(axes)
+    axes.set_xlabel("time from a request to its session's next one (log scale)")
+    axes.set_ylabel("share of reuses")
+    axes.grid(True, which="major", alpha=0.3)
+    axes.set_title(title or "Reuse gaps")
+    return figure
+
+
+def cost_vs_interval(
+    rows: Sequence[IntervalRow],
+    *,
+    references: Mapping[str, float] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Cost ratio to the optimum against the ping interval (log seconds), one line per TTL
+    (`report.sweep_intervals` rows), and each of `references` (label: ratio, such as the
+    plain 5m and 1h rows) as a dashed horizontal line in its TTL's colour."""
+    if not rows:
+        raise ValueError("no interval rows to draw")
+    figure, axes = _figure(8.0, 4.5)
+    axes.set_xscale("log")
+    for ttl in dict.fromkeys(r.ttl for r in rows):
+        line = sorted((r for r in rows if r.ttl == ttl), key=lambda r: r.interval)
+        horizon = line[0].horizon
+        axes.plot(
+            [r.interval for r in line],
+            [r.ratio_to_optimum for r in line],
+            marker="o",
+            color=TTL_COLOURS.get(ttl),
+            label=f"{ttl}, pings for {horizon / 60:g} min after a request",
+        )
+    for label, ratio in (references or {}).items():
+        colour = next((c for t, c in TTL_COLOURS.items() if label.startswith(t)), "grey")
+        axes.axhline(ratio, color=colour, linestyle="--", linewidth=1, label=label)
+    axes.axhline(1.0, color="black", linewidth=1, label="the optimum")
+    _seconds_axis(axes)
+    axes.set_xlabel("ping interval (log scale)")
+    axes.set_ylabel("prompt cost / the optimum's")
+    axes.grid(True, which="major", alpha=0.3)
+    axes.legend(loc="best", fontsize="small")
+    axes.set_title(title or "Fixed-interval pings")
+    return figure

@@ -1,0 +1,299 @@
+"""`sessiongen experiment warming`: the command users script against. It writes the policy
+and interval tables and three PNGs, prints the policy table, and fails on bad input with one
+line on stderr (exit 2 for bad arguments, 1 for bad files), never a traceback.
+
+Inputs stay small (a 6-session generator trace, the format fixtures): the offline optimum's
+time grows with the sessions. The real Mooncake run is skipped when the file is absent."""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import struct
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sessiongen.cli import FORMATS as CLI_FORMATS
+from sessiongen.cli import main
+from sessiongen.warming.experiment import experiment_steps, run_warming_experiment
+from sessiongen.warming.formats import FORMATS, load_trace
+from sessiongen.warming.report import REFERENCE_ROWS, default_intervals
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
+MOONCAKE_FIRST_HALF = ROOT.parent / "shared/data/mooncake/conversation_trace_first_half.jsonl"
+PNGS = ("cost_by_policy.png", "reuse_gap_cdf.png", "cost_vs_interval.png")
+POLICY_COLUMNS = [
+    "policy",
+    "online",
+    "cost",
+    "ratio_to_optimum",
+    "pings",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "input_tokens",
+]
+FIXTURE_TRACES = {
+    "mooncake": FIXTURES / "mooncake_small.jsonl",
+    "events": FIXTURES / "events.jsonl",
+    "claude-code": FIXTURES / "claude-code",  # a project directory of session logs
+    "opencode": FIXTURES / "opencode",  # a directory of exports
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+    dir: Path
+
+    def rows(self, name: str = "policies.csv") -> list[dict[str, str]]:
+        with (self.dir / name).open(newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+
+    def costs(self) -> dict[str, float]:
+        return {row["policy"]: float(row["cost"]) for row in self.rows()}
+
+
+def _run(*args: str, out: Path) -> Run:
+    """`sessiongen experiment warming ...` in this process, capturing both streams."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        code = main(["experiment", "warming", *args, "--out", str(out)])
+    return Run(code, stdout.getvalue(), stderr.getvalue(), out)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    out = tmp_path_factory.mktemp("generated") / "not-yet-there" / "out"
+    return _run("--generate", "6", "--seed", "1", out=out)
+
+
+def test_a_generated_run_succeeds_quietly_and_prints_the_table(generated: Run) -> None:
+    assert generated.code == 0, generated.err
+    assert generated.err == ""  # the progress bar stays off when stderr is not a terminal
+    printed = [line for line in generated.out.splitlines() if "│" in line]
+    by_cost = [row["policy"] for row in generated.rows()]
+    assert [line.split("│")[1].strip() for line in printed] == by_cost  # cheapest first
+    for header in ("policy", "online", "cost (USD)", "ratio_to_optimum", "pings"):
+        assert header in generated.out
+
+
+def test_the_summary_names_the_best_online_policy_and_the_trace(generated: Run) -> None:
+    (summary,) = [line for line in generated.out.splitlines() if line.startswith("best online")]
+    online = [row for row in generated.rows() if row["online"] == "true"]
+    best = min(online, key=lambda row: float(row["cost"]))
+    ratio = float(best["ratio_to_optimum"])
+    assert summary.startswith(f"best online policy: {best['policy']}, ratio {ratio:.3f} ")
+    assert "trace generated-6-seed1: " in summary and summary.endswith(" 6 sessions")
+
+
+def test_policies_csv_has_the_columns_and_the_reference_rows(generated: Run) -> None:
+    with (generated.dir / "policies.csv").open(encoding="utf-8") as handle:
+        assert handle.readline().strip().split(",") == POLICY_COLUMNS
+    names = [row["policy"] for row in generated.rows()]
+    assert len(names) == len(set(names)) and set(REFERENCE_ROWS) <= set(names)
+    assert {row["online"] for row in generated.rows()} == {"true", "false"}
+
+
+def test_every_online_policy_costs_at_least_the_optimum_and_it_the_bound(generated: Run) -> None:
+    costs = generated.costs()
+    optimum, bound = costs["optimum"], costs["lower_bound"]
+    assert optimum >= bound > 0
+    online = {r["policy"]: float(r["cost"]) for r in generated.rows() if r["online"] == "true"}
+    assert len(online) >= 10
+    assert {name: cost for name, cost in online.items() if cost < optimum - 1e-9} == {}
+
+
+def test_the_ratio_column_is_cost_over_the_optimum_cost(generated: Run) -> None:
+    optimum = generated.costs()["optimum"]
+    for row in generated.rows():
+        assert float(row["ratio_to_optimum"]) == pytest.approx(float(row["cost"]) / optimum)
+
+
+def test_intervals_csv_sweeps_both_ttls_with_their_horizons(generated: Run) -> None:
+    rows = generated.rows("intervals.csv")
+    assert list(rows[0]) == ["ttl", "interval", "horizon", "cost", "ratio_to_optimum", "pings"]
+    for ttl, horizon in (("5m", 1800.0), ("1h", 7200.0)):
+        sweep = [row for row in rows if row["ttl"] == ttl]
+        assert [float(r["interval"]) for r in sweep] == list(default_intervals(ttl))
+        assert {float(r["horizon"]) for r in sweep} == {horizon}
+    optimum = generated.costs()["optimum"]
+    for row in rows:  # the same optimum as the policy table's denominator
+        assert float(row["ratio_to_optimum"]) == pytest.approx(float(row["cost"]) / optimum)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    assert data[12:16] == b"IHDR" and len(data) > 10_000, path
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_the_three_plots_are_real_pngs(generated: Run) -> None:
+    for name in PNGS:
+        width, height = _png_size(generated.dir / name)
+        assert width >= 600 and height >= 300, name
+    assert str(generated.dir / "policies.csv") in generated.out  # says where it wrote
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_every_trace_format_runs(format: str, tmp_path: Path) -> None:
+    run = _run("--trace", str(FIXTURE_TRACES[format]), "--format", format, out=tmp_path)
+    assert run.code == 0, run.err
+    names = [row["policy"] for row in run.rows()]
+    assert set(REFERENCE_ROWS) <= set(names)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["policies.csv", "intervals.csv", *PNGS]
+    )
+
+
+def test_the_console_script_runs_through_uv(tmp_path: Path) -> None:
+    """The installed entry point, as a user runs it (the venv's script when uv is absent)."""
+    uv = shutil.which("uv")
+    script = Path(sys.executable).with_name("sessiongen")
+    command = [uv, "run", "sessiongen"] if uv else [str(script)]
+    result = subprocess.run(
+        [*command, "experiment", "warming", "--generate", "5", "--out", str(tmp_path / "tmp")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "best online policy: " in result.stdout
+    for name in ("policies.csv", "intervals.csv", *PNGS):
+        assert (tmp_path / "tmp" / name).stat().st_size > 0, name
+
+
+def _warming(*args: str) -> int:
+    """`main` for the error tests, whose output capsys reads."""
+    return main(["experiment", "warming", *args])
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+    assert captured.err.endswith("\n") and captured.err.count("\n") == 1, captured.err
+    return captured.err.rstrip("\n")
+
+
+def test_a_missing_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.jsonl"
+    code = _warming("--trace", str(missing), "--format", "mooncake", "--out", str(tmp_path / "out"))
+    line = _one_line_error(capsys)
+    assert code == 1 and line.startswith("sessiongen: error: ") and str(missing) in line
+    assert not (tmp_path / "out").exists()  # nothing made for a trace that failed to load
+
+
+def test_a_malformed_line_is_a_one_line_error_naming_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    good = (FIXTURES / "mooncake_small.jsonl").read_text().splitlines()[0]
+    trace.write_text(good + '\n{"timestamp": 5, "input_length": \n')
+    code = _warming("--trace", str(trace), "--format", "mooncake", "--out", str(tmp_path / "out"))
+    line = _one_line_error(capsys)
+    assert code == 1 and line.startswith(f"sessiongen: error: {trace}:2: "), line
+
+
+def test_an_empty_trace_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "empty.jsonl"
+    trace.write_text("")
+    code = _warming("--trace", str(trace), "--format", "events", "--out", str(tmp_path / "out"))
+    line = _one_line_error(capsys)
+    assert code == 1 and str(trace) in line and "no requests" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--trace", "t.jsonl", "--format", "csv"], "argument --format: invalid choice:"),
+        (["--trace", "t.jsonl", "--generate", "5"], "not allowed with argument"),
+        (["--generate", "0"], "argument --generate: must be a whole number of sessions"),
+        (["--generate", "100001"], "from 1 to 100,000"),
+        (["--generate", "five"], "argument --generate:"),
+        (["--generate", "5", "--seed", "1.5"], "argument --seed: must be an integer"),
+        (["--trace", "t.jsonl"], "argument --format: required with --trace"),
+        (["--generate", "5", "--format", "events"], "argument --format: only with --trace"),
+        ([], "one of the arguments --trace --generate is required"),
+    ],
+)
+def test_bad_arguments_are_one_line_usage_errors(
+    args: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["experiment", "warming", *args, "--out", str(tmp_path / "out")])
+    line = _one_line_error(capsys)
+    assert exit.value.code == 2
+    assert line.startswith("sessiongen experiment warming: error: ") and says in line, line
+
+
+def test_an_out_path_that_is_a_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = main(["experiment", "warming", "--generate", "1", "--out", str(blocker / "out")])
+    line = _one_line_error(capsys)
+    assert code == 1 and line.startswith(f"sessiongen: error: {blocker / 'out'}: "), line
+
+
+def test_without_matplotlib_the_command_says_what_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    code = main(["experiment", "warming", "--generate", "1", "--out", str(tmp_path / "out")])
+    line = _one_line_error(capsys)
+    assert code == 1
+    assert (
+        line == "sessiongen: error: install sessiongen[experiments] (matplotlib) to draw the plots"
+    )
+
+
+def test_experiment_help_lists_warming(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["experiment", "--help"])
+    assert exit.value.code == 0 and "warming" in capsys.readouterr().out
+
+
+def test_the_cli_format_list_is_the_loaders() -> None:
+    """cli.py spells the formats out so `--version` need not import the loaders."""
+    assert CLI_FORMATS == FORMATS
+
+
+def test_progress_is_called_once_per_step_of_the_bar(tmp_path: Path) -> None:
+    """The CLI's bar total is `experiment_steps()`: each named step, in order, then the
+    writing."""
+    steps: list[str] = []
+    trace = load_trace(FIXTURE_TRACES["events"], "events")
+    result = run_warming_experiment(trace, tmp_path, progress=steps.append)
+    assert len(steps) == experiment_steps()
+    names = {row.policy for row in result.table.rows} - {"optimum", "lower_bound"}
+    assert steps[:2] == ["optimum", "lower_bound"] and set(steps[2 : 2 + len(names)]) == names
+    assert steps[2 + len(names)] == "5m_every_15s" and steps[-1] == "writing tables and plots"
+    assert all(path.stat().st_size > 0 for path in result.paths)
+
+
+@pytest.mark.skipif(
+    not MOONCAKE_FIRST_HALF.exists(),
+    reason=f"the Mooncake trace is not at {MOONCAKE_FIRST_HALF} (kept outside the repository)",
+)
+def test_on_the_mooncake_first_half_learned_beats_5m(tmp_path: Path) -> None:
+    run = _run("--trace", str(MOONCAKE_FIRST_HALF), "--format", "mooncake", out=tmp_path)
+    assert run.code == 0, run.err
+    costs = run.costs()
+    assert costs["learned"] < costs["5m"]
+    assert "5,719 requests" in run.out

@@ -15,7 +15,15 @@ from __future__ import annotations
 from typing import Protocol
 
 from .cache.prefix import MAX_BREAKPOINTS
-from .llm.types import CacheMark, CacheTTL, LLMMessage, LLMRequest
+from .cache.store import LOOKBACK_WINDOW
+from .llm.types import (
+    CacheMark,
+    CacheTTL,
+    LLMMessage,
+    LLMRequest,
+    ReasoningContent,
+    TextContent,
+)
 
 
 class CachePolicy(Protocol):
@@ -115,3 +123,38 @@ def no_cache(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRe
 
 DEFAULT_CACHE_POLICY: CachePolicy = opencode_default
 """The engine's policy when none is given: the one place the default is chosen."""
+
+
+def _cacheable(messages: tuple[LLMMessage, ...], index: int) -> bool:
+    """Whether the block at `index` can carry a breakpoint on the wire: a reasoning block
+    cannot (the adapter drops its mark) and neither can an empty text block."""
+    position = 0
+    for message in messages:
+        if index < position + len(message.content):
+            block = message.content[index - position]
+            return not isinstance(block, ReasoningContent) and not (
+                isinstance(block, TextContent) and not block.text
+            )
+        position += len(message.content)
+    return False
+
+
+def lookback_ladder(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRequest:
+    """Last tool, last system part, the tail (anchor), and a rung `LOOKBACK_WINDOW` blocks
+    before the tail.
+
+    Structure-blind: it never asks which block ended the previous request. The provider
+    checks the 20 blocks ending at each breakpoint, so the tail's window and the rung's
+    window together cover the 40 blocks before the tail without a gap: any earlier entry in
+    them is read, whatever wrote it (a Step, a generate, a request whose reply failed). It
+    loses to `previous_tail` on a Step that adds 40 or more blocks (20+ parallel tool calls)
+    and keeps the last system part marked, so the shared tools+system entry stays refreshed
+    for the next session. A rung on a block that cannot carry a mark (reasoning, empty
+    text) moves toward the tail, which only narrows the covered span.
+    """
+    tail = _tail(request, anchor)
+    rung = tail - LOOKBACK_WINDOW
+    while 0 <= rung < tail and not _cacheable(request.messages, rung):
+        rung += 1
+    blocks = [rung, tail] if 0 <= rung < tail else [tail]
+    return _place(request, system_parts={len(request.system) - 1}, message_blocks=blocks, ttl=ttl)

@@ -16,6 +16,11 @@ from .lab import EmulatorLab, LoggedUsage, emulator_lab
 from .model import TextPart, UserMessage
 from .parity import WireRequest, diff
 from .sample import SAMPLE_AGENT
+from .warming.formats import load_trace
+from .warming.generator import generate_sessions
+from .warming.mooncake import shared_mooncake_dir
+from .warming.report import compare_policies, sweep_intervals
+from .warming.traces import Trace
 
 FIRST_TURN_SCRIPT: tuple[dict[str, Any], ...] = (
     {
@@ -228,9 +233,65 @@ def warming_table(rows: list[WarmingRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+GENERATED_SESSIONS = 30
+"""Sessions of the generated trace (seed 1) in the warming tables: the optimum's cost grows
+with each session's tool loop, and 30 keeps the table a few seconds' work."""
+
+
+SWEEP_INTERVALS = (60.0, 120.0, 240.0, 295.0)
+"""Ping intervals (seconds) of the warming clauses' sweep: blind 5m pings for half an hour."""
+
+
+def warming_policy_table(traces: list[Trace]) -> str:
+    """The warming clauses' tables, as markdown, one column per trace: each policy's prompt
+    cost as a ratio to the offline optimum (`warming.report.compare_policies`), then blind
+    5m pings every N seconds for 30 minutes after each request (`sweep_intervals`)."""
+    tables = [compare_policies(trace) for trace in traces]
+    head = " | ".join(f"{t.trace} ({t.requests:,} requests)" for t in tables)
+    rule = "|---|" + "---|" * len(tables)
+    lines = [f"| policy | online | {head} |", "|---" + rule]
+    for row in tables[0].rows:
+        online = "yes" if row.online else "no"
+        cells = " | ".join(f"{t.row(row.policy).ratio_to_optimum:.3f}" for t in tables)
+        lines.append(f"| {row.policy} | {online} | {cells} |")
+    sweeps = [
+        sweep_intervals(trace, "5m", intervals=SWEEP_INTERVALS, optimum_cost=t.row("optimum").cost)
+        for trace, t in zip(traces, tables, strict=True)
+    ]
+    lines += ["", f"| 5m pings for 30 min, every | {head} |", rule]
+    lines.append(
+        "| no pings (5m) | "
+        + " | ".join(f"{t.row('5m').ratio_to_optimum:.3f}" for t in tables)
+        + " |"
+    )
+    for k, interval in enumerate(SWEEP_INTERVALS):
+        cells = " | ".join(f"{sweep[k].ratio_to_optimum:.3f}" for sweep in sweeps)
+        lines.append(f"| {interval:g} s | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def warming_tables() -> dict[str, str]:
+    """The warming clauses' tables: the generated trace always, the Mooncake traces when
+    `../shared/data/mooncake` is present (file name -> markdown; a file missing here means
+    its data is absent on this machine)."""
+    tables = {
+        "warming-policies-generated.md": warming_policy_table(
+            [generate_sessions(GENERATED_SESSIONS, seed=1)]
+        )
+    }
+    mooncake = shared_mooncake_dir()
+    files = [mooncake / f"{n}.jsonl" for n in ("conversation_trace_first_half", "synthetic_trace")]
+    if all(f.exists() for f in files):
+        tables["warming-policies-mooncake.md"] = warming_policy_table(
+            [load_trace(f, "mooncake") for f in files]
+        )
+    return tables
+
+
 async def contract_tables(scratch: Path) -> dict[str, str]:
     """Every generated table of the contract: file name -> markdown."""
     return {
+        **warming_tables(),
         "tools-policy.md": tools_policy_table(
             await measure_tools_policies(scratch / "policies", later_turns=2)
         ),

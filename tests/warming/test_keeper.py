@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from sessiongen import LLMRequest, RequestInfo
 from sessiongen.lab import EmulatorLab, emulator_lab
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.warming import policies
@@ -44,6 +45,8 @@ def _keeper(lab: EmulatorLab, policy: KeeperPolicy | None = None) -> WarmingKeep
 HALF_HOUR = policies.ttl_aware("5m", 1800.0)
 
 
+@pytest.mark.clause("SG-KEEP-1")
+@pytest.mark.clause("SG-KEEP-3")
 async def test_the_keeper_holds_a_5m_cache_across_a_20_minute_gap(lab: EmulatorLab) -> None:
     keeper = _keeper(lab, FromPolicy(HALF_HOUR))
     sid = lab.engine.create_session("forge", workspace=lab.workspace).id
@@ -73,6 +76,7 @@ async def test_without_the_keeper_the_same_gap_misses(lab: EmulatorLab) -> None:
     assert lab.last_usage().read == 0
 
 
+@pytest.mark.clause("SG-KEEP-2")
 async def test_no_pings_at_1h_for_gaps_under_an_hour(lab: EmulatorLab) -> None:
     keeper = _keeper(lab)
     sid = lab.engine.create_session("hourly", workspace=lab.workspace).id
@@ -85,6 +89,7 @@ async def test_no_pings_at_1h_for_gaps_under_an_hour(lab: EmulatorLab) -> None:
     assert keeper.ledger.entries == []
 
 
+@pytest.mark.clause("SG-KEEP-4")
 async def test_the_keeper_stops_by_its_cost_rule(lab: EmulatorLab) -> None:
     keeper = _keeper(lab)
     sid = lab.engine.create_session("forge", workspace=lab.workspace).id
@@ -100,6 +105,7 @@ async def test_the_keeper_stops_by_its_cost_rule(lab: EmulatorLab) -> None:
     assert len(lab.requests()) == 1 + len(pings)  # nothing after the stop
 
 
+@pytest.mark.clause("SG-KEEP-4")
 async def test_a_new_turn_restarts_the_schedule_and_deleted_sessions_stop(
     lab: EmulatorLab,
 ) -> None:
@@ -124,6 +130,7 @@ def test_ski_rental_pings_before_expiry_and_respects_the_premium() -> None:
     assert policy.next_ping(spent) is None
 
 
+@pytest.mark.clause("SG-KEEP-4")
 async def test_no_ping_while_a_durable_turn_of_the_session_is_in_flight(
     lab: EmulatorLab,
 ) -> None:
@@ -148,6 +155,8 @@ async def test_no_ping_while_a_durable_turn_of_the_session_is_in_flight(
     assert len(lab.requests()) == 2
 
 
+@pytest.mark.clause("SG-KEEP-3")
+@pytest.mark.clause("SG-KEEP-4")
 async def test_a_replay_policy_decides_the_ping_count_and_stops_the_keeper(
     lab: EmulatorLab,
 ) -> None:
@@ -162,6 +171,8 @@ async def test_a_replay_policy_decides_the_ping_count_and_stops_the_keeper(
     assert keeper.next_due() is None and len(lab.requests()) == 4
 
 
+@pytest.mark.clause("SG-KEEP-2")
+@pytest.mark.clause("SG-KEEP-3")
 async def test_the_interval_follows_the_ttl_the_provider_honoured(lab: EmulatorLab) -> None:
     """A policy that decides on 5m pings, keeping a session whose agent writes 1h: the ping
     count is the policy's, the spacing the honoured hour's."""
@@ -211,6 +222,7 @@ async def test_the_policy_sees_each_turn_as_a_trace_request(lab: EmulatorLab) ->
     assert h2.previous_tokens == r1.input_tokens and r2.at == 120.0
 
 
+@pytest.mark.clause("SG-KEEP-4")
 async def test_the_default_is_the_learned_policy_and_stops_by_its_cost_rule(
     lab: EmulatorLab,
 ) -> None:
@@ -233,3 +245,30 @@ async def test_the_default_is_the_learned_policy_and_stops_by_its_cost_rule(
     assert len(pings) == len(planned.ping_offsets) >= 1
     assert [p.at for p in pings] == [295.0 * k for k in range(1, len(pings) + 1)]
     assert keeper.next_due() is None and len(lab.requests()) == 1 + len(pings)
+
+
+@pytest.mark.clause("SG-KEEP-1")
+async def test_every_ping_is_a_tagged_warming_generate(lab: EmulatorLab) -> None:
+    """Hooks see each ping as `generate` with warming=True and the keeper's tag; on the wire
+    it asks for no output."""
+    seen: list[RequestInfo] = []
+
+    def record(request: LLMRequest, info: RequestInfo) -> LLMRequest:
+        seen.append(info)
+        return request
+
+    engine = lab.rebuild(hooks=[record])
+    keeper = WarmingKeeper(engine, clock=lab.emulator.clock, policy=FromPolicy(HALF_HOUR))
+    sid = engine.create_session("forge", workspace=lab.workspace).id
+    keeper.watch(sid)
+    lab.script(ANSWER)
+    await keeper.run_turn(sid, "What is in src/app.py?")
+    pings = await keeper.advance_to(600)
+    assert len(pings) == 2
+    assert [(i.operation, i.warming, i.tag) for i in seen] == [
+        ("step", False, None),
+        ("generate", True, "warming"),
+        ("generate", True, "warming"),
+    ]
+    assert [r["body"]["max_tokens"] for r in lab.requests()[1:]] == [0, 0]
+    assert [e.revision for e in keeper.ledger.entries] == [pings[0].revision] * 2

@@ -176,10 +176,18 @@ def test_the_learned_policy_counts_open_sessions_as_censored() -> None:
 
 
 def test_the_learned_policy_always_reads_a_live_prefix() -> None:
-    policy = policies.Learned(MODEL)
+    policy = policies.Learned(MODEL, prior=0)
     request = TraceRequest("s", 5.0, (1, 2), (5000, 10), 0)
     assert policy.decide(request, _first()).ttl is None  # no data: no write pays back
     assert policy.decide(request, History(0, 1, 5.0, 5000, 5000)).ttl is not None
+
+
+def test_the_learned_policys_prior_is_plain_5m_caching() -> None:
+    """Before any data, the prior (half back within 30 s, half never) writes 5m, no pings."""
+    request = TraceRequest("s", 5.0, (1, 2), (5000, 10), 0)
+    assert policies.Learned(MODEL).decide(request, _first()) == Decision("5m")
+    with pytest.raises(ValueError, match="prior"):
+        policies.Learned(MODEL, prior=-1)
 
 
 @pytest.mark.parametrize("seed", range(4))

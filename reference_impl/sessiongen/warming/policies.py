@@ -275,20 +275,28 @@ class Learned(_Base):
     probability the session has not continued before it, and the next request's read of this
     prefix if the entry is still alive then or its rewrite if not. No breakpoint is chosen
     only when there is nothing to read and a continuation is too unlikely to repay a write.
+
+    Each table starts from `prior` pseudo-sessions that came back within 30 s and as many
+    that never came back, so an empty table means "write 5m, no pings" (plain 5m caching)
+    rather than "no one ever comes back", and a few dozen real sessions outweigh it.
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, max_pings: int = 12) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, max_pings: int = 12, prior: int = 2) -> None:
+        if prior < 0:
+            raise ValueError(f"prior must be >= 0 pseudo-sessions, got {prior}")
         self.name = "learned"
         self._rates = _Rates(model)
         self._max_pings = max_pings
+        self._prior = prior
         self.reset()
 
     def reset(self) -> None:
         bins = len(_GRID) + 1
         # Completed gaps per depth and life-table bin (the last bin is "beyond the grid").
-        self._done = [[0] * bins for _ in range(_DEPTHS)]
-        # Sessions of a fitted trace still open at its end, censored at their age then.
-        self._closed = [[0] * bins for _ in range(_DEPTHS)]
+        self._done = [[self._prior] + [0] * (bins - 1) for _ in range(_DEPTHS)]
+        # Sessions of a fitted trace still open at its end, censored at their age then (the
+        # prior's never-returning ones beyond the grid).
+        self._closed = [[0] * (bins - 1) + [self._prior] for _ in range(_DEPTHS)]
         self._open: list[list[float]] = [[] for _ in range(_DEPTHS)]  # open sessions' last times
         self._last: dict[str, tuple[float, int]] = {}  # session -> (last arrival, its depth)
         self._tables: list[tuple[float, tuple[float, ...]] | None] = [None] * _DEPTHS

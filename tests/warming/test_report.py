@@ -1,0 +1,97 @@
+"""The warming report: every policy priced against the optimum on one trace, the reference
+rows, the ping-interval sweep and the CSV, on a generated trace and (when present) the real
+Mooncake first half."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from sessiongen.warming import policies
+from sessiongen.warming.formats import load_trace
+from sessiongen.warming.generator import generate_sessions
+from sessiongen.warming.mooncake import shared_mooncake_dir
+from sessiongen.warming.replay import replay
+from sessiongen.warming.report import (
+    REFERENCE_ROWS,
+    PolicyTable,
+    compare_policies,
+    prompt_cost,
+    sweep_intervals,
+    write_csv,
+)
+
+FIRST_HALF = shared_mooncake_dir() / "conversation_trace_first_half.jsonl"
+GENERATED = 20  # sessions: the learned policy needs some history to learn from
+FIXED_PINGS = ("aider_1", "aider_3", "opencode", "ttl_aware_5m_30min", "ttl_aware_1h_120min")
+
+
+@pytest.fixture(scope="module")
+def generated() -> PolicyTable:
+    return compare_policies(generate_sessions(GENERATED, seed=1))
+
+
+def _check_default_wins(table: PolicyTable) -> None:
+    best = table.row("optimum").cost
+    assert table.row("lower_bound").cost <= best
+    for row in table.rows:
+        assert row.cost >= best or row.policy == "lower_bound"
+        assert row.ratio_to_optimum == pytest.approx(row.cost / best)
+    learned = table.row("learned")
+    assert table.best_online() == learned
+    assert all(learned.cost < table.row(name).cost for name in ("5m", *FIXED_PINGS))
+
+
+def test_every_reference_row_is_there_and_costs_are_prompt_costs(generated: PolicyTable) -> None:
+    names = [r.policy for r in generated.rows]
+    assert set(REFERENCE_ROWS) <= set(names) and len(names) == len(set(names))
+    assert [r.cost for r in generated.rows] == sorted(r.cost for r in generated.rows)
+    five = generated.row("5m")
+    # Output tokens are left out: the same under every policy.
+    trace = generate_sessions(GENERATED, seed=1)
+    assert five.cost == pytest.approx(prompt_cost(replay(trace, policies.five_minutes())))
+    assert generated.output_cost > 0
+
+
+@pytest.mark.clause("SG-KEEP-4")
+def test_the_default_policy_is_the_cheapest_online_one_on_a_generated_trace(
+    generated: PolicyTable,
+) -> None:
+    _check_default_wins(generated)
+
+
+@pytest.mark.clause("SG-KEEP-4")
+def test_the_default_policy_is_the_cheapest_online_one_on_the_mooncake_first_half() -> None:
+    if not FIRST_HALF.exists():
+        pytest.skip(f"the Mooncake trace is not at {FIRST_HALF} (../shared/data/mooncake)")
+    _check_default_wins(compare_policies(load_trace(FIRST_HALF, "mooncake")))
+
+
+@pytest.mark.clause("SG-KEEP-3")
+def test_blind_pings_cost_more_the_more_often_they_go(generated: PolicyTable) -> None:
+    trace = generate_sessions(GENERATED, seed=1)
+    rows = sweep_intervals(
+        trace,
+        "5m",
+        intervals=(60.0, 120.0, 240.0, 295.0),
+        optimum_cost=generated.row("optimum").cost,
+    )
+    costs = [r.cost for r in rows]
+    assert costs == sorted(costs, reverse=True) and len(set(costs)) == 4
+    assert [r.pings for r in rows] == sorted((r.pings for r in rows), reverse=True)
+
+
+def test_policy_names_must_be_unique() -> None:
+    trace = generate_sessions(2, seed=1)
+    with pytest.raises(ValueError, match="unique"):
+        compare_policies(trace, [policies.five_minutes(), policies.five_minutes()])
+
+
+def test_the_csv_has_one_row_per_policy(generated: PolicyTable, tmp_path: Path) -> None:
+    path = write_csv(list(generated.rows), tmp_path / "out" / "policies.csv")
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["policy"] for r in rows] == [r.policy for r in generated.rows]
+    assert {r["online"] for r in rows} == {"true", "false"}
+    assert float(rows[0]["cost"]) == pytest.approx(generated.rows[0].cost)

@@ -23,7 +23,7 @@ import httpx2
 from ._engine import SessionEngine
 from ._request import RequestHook
 from ._store import SessionStore
-from .cache_policy import CachePolicy, opencode_default
+from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
 from .llm.anthropic import AnthropicLLMClient
 from .llm.anthropic_wire import usage_from_anthropic
@@ -112,7 +112,7 @@ class EmulatorLab:
         llm: LLMClient | None = None,
         hooks: Sequence[RequestHook] = (),
         tools: ToolRegistry | None = None,
-        cache_policy: CachePolicy = opencode_default,
+        cache_policy: CachePolicy = DEFAULT_CACHE_POLICY,
     ) -> SessionEngine:
         """Another engine over the same store, e.g. with hooks or a wrapped client."""
         return SessionEngine(

@@ -90,7 +90,14 @@ def test_previous_tail_marks_the_block_before_the_last_assistant_message() -> No
     marked = previous_tail(_request(messages=5), anchor=None, ttl="5m")
     # messages alternate user/assistant: the last assistant is message 3, so message 2 ended
     # the previous request; message 4 is the tail.
-    assert _marks(marked) == ["tool:b", "system:1", "message:2", "message:4"]
+    assert _marks(marked) == ["tool:b", "system:0", "message:2", "message:4"]
+
+
+def test_previous_tail_marks_both_system_parts_on_a_sessions_first_request() -> None:
+    """No assistant message yet, so no previous tail: the budget goes to the first system part
+    (shared by sessions whose instructions differ) and the last."""
+    marked = previous_tail(_request(messages=1), anchor=None, ttl="5m")
+    assert _marks(marked) == ["tool:b", "system:0", "system:1", "message:0"]
 
 
 async def _tool_heavy_step_reads(

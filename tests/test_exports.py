@@ -122,3 +122,26 @@ def test_importing_the_package_loads_no_provider_sdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["False", "True"]
+
+
+def test_the_warming_surface_resolves_and_is_documented() -> None:
+    """`sessiongen.warming` re-exports its public names from the modules that define them,
+    each with a docstring, without loading the plotting or provider libraries."""
+    import subprocess
+    import sys
+
+    import sessiongen.warming as warming
+
+    for name in warming.__all__:
+        value = getattr(warming, name)
+        assert inspect.getmodule(value) is not None or not callable(value), name
+        if callable(value):
+            assert (_own_docstring(value) or "").strip(), f"sessiongen.warming.{name}: no doc"
+    probe = (
+        "import sys, sessiongen.warming\n"
+        "print(*(m in sys.modules for m in ('matplotlib', 'pandas', 'anthropic')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["False", "False", "False"]

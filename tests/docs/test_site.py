@@ -521,3 +521,27 @@ def test_pages_render_and_navigate_offline(request: pytest.FixtureRequest, base_
     assert not browser.errors, f"browser errors: {browser.errors}"
     assert (browser.shots / "contract.png").stat().st_size > 10_000
     print(f"screenshots in {browser.shots} ({time.monotonic() - started:.1f}s in the browser)")
+
+
+def test_warming_page_examples_run(tmp_path: Path) -> None:
+    """Every Python example on the Warming page runs as written, and the keeper example
+    shows what the page says: pings that read, and a next turn that reads the cache."""
+    import subprocess
+    import sys
+
+    page = (ROOT / "docs" / "warming.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) >= 2
+    outputs = []
+    for k, code in enumerate(blocks):
+        script = tmp_path / f"example_{k}.py"
+        script.write_text(code)
+        run = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert run.returncode == 0, run.stderr
+        outputs.append(run.stdout)
+    keeper = outputs[0].splitlines()
+    assert keeper[0].startswith("[295.0, 590.0, 885.0, 1180.0]")
+    assert int(keeper[1].split()[3]) > 0
+    assert "best online: learned" in outputs[1]

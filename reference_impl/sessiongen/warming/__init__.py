@@ -1,3 +1,61 @@
 """Prompt-cache warming: request traces, the replay of a trace under a warming policy through
 the one cache model, the policies themselves, the offline optimum they are measured against,
-and the keeper that keeps live Sessions warm through `session.generate(warming=True)`."""
+and the keeper that keeps live Sessions warm through `session.generate(warming=True)`.
+
+The names below are the public surface (docs/warming.md); the submodules say how each works.
+"""
+
+from .experiment import ExperimentResult, run_warming_experiment
+from .formats import FORMATS, load_trace
+from .generator import SessionMix, generate_sessions
+from .keeper import (
+    FromPolicy,
+    IdleSession,
+    KeeperPolicy,
+    LedgerEntry,
+    MonotonicClock,
+    TtlSkiRental,
+    WarmingKeeper,
+    WarmingLedger,
+    default_policy,
+)
+from .optimum import Optimum, lower_bound, optimum
+from .policies import Decision, History, Learned, Policy, reference_policies
+from .replay import ReplayResult, prepare, replay
+from .report import PolicyRow, PolicyTable, compare_policies, sweep_intervals
+from .traces import Trace, TraceFormatError, TraceRequest
+
+__all__ = [
+    "Decision",
+    "ExperimentResult",
+    "FromPolicy",
+    "History",
+    "IdleSession",
+    "KeeperPolicy",
+    "Learned",
+    "LedgerEntry",
+    "MonotonicClock",
+    "Optimum",
+    "Policy",
+    "PolicyRow",
+    "PolicyTable",
+    "ReplayResult",
+    "SessionMix",
+    "Trace",
+    "TraceFormatError",
+    "TraceRequest",
+    "TtlSkiRental",
+    "WarmingKeeper",
+    "WarmingLedger",
+    "FORMATS",
+    "compare_policies",
+    "default_policy",
+    "generate_sessions",
+    "load_trace",
+    "lower_bound",
+    "optimum",
+    "prepare",
+    "reference_policies",
+    "replay",
+    "sweep_intervals",
+]

@@ -56,6 +56,7 @@ __all__ = [
     "optimum",
     "prepare",
     "reference_policies",
+    "run_warming_experiment",
     "replay",
     "sweep_intervals",
 ]

@@ -8,6 +8,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from sessiongen.cache import price
 from sessiongen.warming import policies
 from sessiongen.warming.formats import load_trace
 from sessiongen.warming.generator import generate_sessions
@@ -17,7 +18,6 @@ from sessiongen.warming.report import (
     REFERENCE_ROWS,
     PolicyTable,
     compare_policies,
-    prompt_cost,
     sweep_intervals,
     write_csv,
 )
@@ -50,7 +50,10 @@ def test_every_reference_row_is_there_and_costs_are_prompt_costs(generated: Poli
     five = generated.row("5m")
     # Output tokens are left out: the same under every policy.
     trace = generate_sessions(GENERATED, seed=1)
-    assert five.cost == pytest.approx(prompt_cost(replay(trace, policies.five_minutes())))
+    result = replay(trace, policies.five_minutes())
+    assert five.cost + generated.output_cost == pytest.approx(result.total_cost)
+    outputs = sum(r.output_tokens for r in trace.requests)
+    assert generated.output_cost == pytest.approx(outputs * price(result.model).output / 1e6)
     assert generated.output_cost > 0
 
 

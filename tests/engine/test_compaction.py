@@ -47,10 +47,13 @@ async def test_compaction_replaces_active_history(
         assert first_block.type == "text" and first_block.text.startswith(
             "Summary of the conversation so far:"
         )
-        # The compaction call keeps the Step's prefix: same tools and system.
-        compaction_request = recording.requests[operations.index("compaction")]
-        assert compaction_request.tools == recording.requests[0].tools
-        assert compaction_request.system == recording.requests[0].system
+        # The compaction call keeps the Step's prefix: the same tools and system, breakpoints
+        # included, as the Step before it.
+        at = operations.index("compaction")
+        compaction_request, step_before = recording.requests[at], recording.requests[at - 1]
+        assert operations[at - 1] == "step"
+        assert compaction_request.tools == step_before.tools
+        assert compaction_request.system == step_before.system
         assert record.calls == len(recording.requests) - 1
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sessiongen import InstructionsInitializationBlocked
+from sessiongen import InstructionsInitializationBlocked, LLMRequest
 from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
@@ -57,8 +57,15 @@ async def test_changed_source_reaches_model_once_and_is_committed_by_the_step(
         if b.type == "text" and "Use tabs." in b.text
     ]
     assert len(update_blocks) == 1 and update_blocks[0].startswith("<system-reminder>")
-    # The baseline in system never changes; the update stays where it was delivered.
-    assert second.system == third.system == recording.requests[0].system
+
+    # The baseline in system never changes (its text: a session's first request, having no
+    # previous tail, spends a spare breakpoint on the last system part); the update stays
+    # where it was delivered.
+    def texts(request: LLMRequest) -> list[str]:
+        return [part.text for part in request.system]
+
+    assert texts(second) == texts(third) == texts(recording.requests[0])
+    assert second.system == third.system
     assert [
         b for m in third.messages for b in m.content if b.type == "text" and "Use tabs." in b.text
     ] == [

@@ -272,3 +272,31 @@ async def test_every_ping_is_a_tagged_warming_generate(lab: EmulatorLab) -> None
     ]
     assert [r["body"]["max_tokens"] for r in lab.requests()[1:]] == [0, 0]
     assert [e.revision for e in keeper.ledger.entries] == [pings[0].revision] * 2
+
+
+@pytest.mark.clause("SG-KEEP-2")
+@pytest.mark.clause("SG-KEEP-4")
+async def test_the_default_pings_after_a_turn_that_read_the_cache(lab: EmulatorLab) -> None:
+    """A turn that reads most of its prompt would make Learned pick 1h for its own write (the
+    premium falls on the few new tokens), but the agent writes 5m: the keeper asks for the
+    best pings at the TTL the provider honoured, so the session still gets its pings."""
+    keeper = WarmingKeeper(lab.engine, clock=lab.emulator.clock)
+    sid = lab.engine.create_session("forge", workspace=lab.workspace).id
+    keeper.watch(sid)
+    await _turn(lab, keeper, sid, "What is in src/app.py?")
+    first = await keeper.advance_to(120)
+    assert first == []
+    await _turn(lab, keeper, sid, "And src/util.py?")
+    turn = lab.last_usage()
+    assert turn.read > 0 and turn.write_1h == 0
+    twin = default_policy().policy
+    request = TraceRequest(sid, 120.0, (0,), (turn.read + turn.write_5m,), 0)
+    history = History(-1, 1, 120.0, first_prompt_tokens := turn.read, turn.read)
+    twin.observe(
+        TraceRequest(sid, 0.0, (0,), (first_prompt_tokens,), 0), History(-1, 0, None, 0, 0)
+    )
+    twin.observe(request, history)
+    assert twin.decide(request, history).ttl == "1h"  # what the bug kept the count of
+    planned = twin.decide_for("5m", request, history)
+    pings = await keeper.advance_to(120 + 6 * 3600)
+    assert len(pings) == len(planned.ping_offsets) >= 1 and all(p.hit for p in pings)

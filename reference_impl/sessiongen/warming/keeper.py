@@ -11,7 +11,7 @@ The policies are the replay's (`warming.policies`), run through `FromPolicy`: af
 turn the policy sees the turn as a trace request and decides how many pings the idle gap
 is worth; the keeper spaces them by the honoured TTL. The default, `default_policy()`, is
 the policy that came out cheapest online in the replays (notebook 03): `Learned`, fitted on
-a prior of generated coding-agent sessions and learning on from the turns it watches.
+a prior of generated coding-agent turns and learning on from the turns it watches.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..cache.pricing import cost, price
 from ..errors import ProviderError, SessionNotFound
 from ..llm.types import Usage
 from ..model import AssistantMessage
-from .generator import generate_sessions
+from .generator import SessionMix, generate_sessions
 from .policies import PING_MARGIN, History, Learned, Policy
 from .traces import TraceRequest
 
@@ -125,11 +125,13 @@ class FromPolicy:
     in a replay and live.
 
     After each durable turn the policy observes the turn as a trace request (its session,
-    time, cached prompt tokens; turn depth and gap as this keeper saw them) and decides.
-    No breakpoint means no pings. Otherwise the decision's ping count is kept and the pings
-    are spaced by the TTL the provider honoured, each `margin` seconds before the entry
-    would expire, since the agent's cache policy, not the keeper, chose the TTL. After the
-    last one the keeper stops: the policy's stop rule.
+    time, cached prompt tokens; turn depth and gap as this keeper saw them) and decides how
+    many pings the idle gap is worth. The agent's cache policy, not the keeper, chose the
+    TTL, so a policy that can plan for a given TTL (`decide_for(ttl, request, history)`,
+    as `Learned` does) is asked for the honoured one; another policy's decision keeps its
+    ping count (none without a breakpoint). The pings are spaced by the honoured TTL, each
+    `margin` seconds before the entry would expire; after the last one the keeper stops:
+    the policy's stop rule.
     """
 
     def __init__(self, policy: Policy, *, margin: float = PING_MARGIN) -> None:
@@ -147,8 +149,11 @@ class FromPolicy:
         )
         history = History(-1, turns, gap, last_tokens, idle.read_tokens)
         self.policy.observe(request, history)
-        decision = self.policy.decide(request, history)
         self._turns[idle.session_id] = (turns + 1, idle.turn_at, idle.prefix_tokens)
+        decide_for = getattr(self.policy, "decide_for", None)
+        if decide_for is not None:
+            return len(decide_for(idle.ttl, request, history).ping_offsets)
+        decision = self.policy.decide(request, history)
         return len(decision.ping_offsets) if decision.ttl is not None else 0
 
     def next_ping(self, idle: IdleSession) -> float | None:
@@ -161,11 +166,17 @@ class FromPolicy:
         return max(idle.refreshed_at, idle.expires_at - self.margin)
 
 
+PRIOR_SESSIONS = 1000
+"""Generated sessions in the default policy's prior."""
+
+
 def default_policy() -> FromPolicy:
     """The keeper's default: `Learned` (the cheapest online policy in the replays, notebook
-    03) with a prior of 200 generated coding-agent sessions (seed 0), so it pings from the
-    first turn and learns the watched workload's own gaps from then on."""
-    return FromPolicy(Learned().fit(generate_sessions(200, seed=0)))
+    03) with a prior of the human gaps of `PRIOR_SESSIONS` generated coding-agent sessions
+    (seed 0, tool loops left out: the keeper decides after turns, never between Steps), so
+    it pings from the first turn and learns the watched workload's own gaps from then on."""
+    turns_only = SessionMix(tool_step_p=0.0)
+    return FromPolicy(Learned().fit(generate_sessions(PRIOR_SESSIONS, seed=0, mix=turns_only)))
 
 
 @dataclass(frozen=True)

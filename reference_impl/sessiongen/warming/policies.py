@@ -400,6 +400,11 @@ class Learned(_Base):
         self._plans[depth] = (now, none, best)
         return none, best
 
+    def decide_for(self, ttl: TTL, request: TraceRequest, history: History) -> Decision:
+        """The best pings for an entry someone else gave `ttl` (a live keeper: the agent's
+        cache policy chose the TTL, the keeper only pings)."""
+        return self._plan(min(history.turn, _DEPTHS - 1), request.at)[1][ttl][1]
+
     def decide(self, request: TraceRequest, history: History) -> Decision:
         r = self._rates
         n = request.input_tokens

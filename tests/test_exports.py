@@ -86,6 +86,7 @@ PUBLIC_MODULES = {
     "model",
     "parity",
     "sample",
+    "server",
     "testing",
     "tokens",
     "tools",

@@ -98,6 +98,10 @@ CREATE TABLE IF NOT EXISTS compactions (
     message_seq INTEGER NOT NULL,
     PRIMARY KEY (session_id, message_id)
 );
+CREATE TABLE IF NOT EXISTS deleted_sessions (
+    id TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL
+);
 """
 
 TABLES = (
@@ -108,6 +112,7 @@ TABLES = (
     "instruction_state",
     "usage_totals",
     "compactions",
+    "deleted_sessions",
 )
 
 
@@ -200,7 +205,7 @@ class SessionStore:
             if session_id is None:
                 count = int(db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
                 session_id = f"ses_{count + 1:06d}"
-                while _exists(db, session_id):
+                while _exists(db, session_id) or _deleted(db, session_id):
                     count += 1
                     session_id = f"ses_{count + 1:06d}"
             elif _exists(db, session_id):
@@ -214,6 +219,27 @@ class SessionStore:
             )
             _write(db, session_id, 0, [created])
             return session_id
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session and everything recorded for it, in one write transaction.
+
+        The id is kept as a tombstone (with the revision it had), so an allocated id is never
+        handed out again: a client holding it gets `SessionNotFound`, never another session,
+        and a fork of the deleted session keeps a cache identity of its own. A fork's rows
+        stay; its `parent_id` then names a deleted session.
+        """
+        with self._transaction("IMMEDIATE") as db:
+            row = db.execute("SELECT revision FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            for table in TABLES:
+                if table != "deleted_sessions":
+                    key = "id" if table == "sessions" else "session_id"
+                    db.execute(f"DELETE FROM {table} WHERE {key} = ?", (session_id,))
+            db.execute(
+                "INSERT OR REPLACE INTO deleted_sessions (id, revision) VALUES (?, ?)",
+                (session_id, int(row[0])),
+            )
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -305,6 +331,11 @@ class SessionStore:
 
 def _exists(db: sqlite3.Connection, session_id: str) -> bool:
     return db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
+
+def _deleted(db: sqlite3.Connection, session_id: str) -> bool:
+    query = "SELECT 1 FROM deleted_sessions WHERE id = ?"
+    return db.execute(query, (session_id,)).fetchone() is not None
 
 
 def _write(db: sqlite3.Connection, session_id: str, revision: int, events: Sequence[Event]) -> int:

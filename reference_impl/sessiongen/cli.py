@@ -1,10 +1,12 @@
-"""The `sessiongen` command: `demo` runs the main job, `emulator` serves the emulator,
-`experiment warming` replays warming policies over a trace and writes tables and plots."""
+"""The `sessiongen` command: `demo` runs the main job, `serve` serves sessions over HTTP,
+`emulator` serves the emulator, `experiment warming` replays warming policies over a trace
+and writes tables and plots."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -12,12 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, cast
 
 if TYPE_CHECKING:
+    from .server.serve import Provider
     from .warming.experiment import ExperimentResult
     from .warming.traces import Trace
 
 PORTS = range(1, 65536)
 MAX_SESSIONS = 100_000
 FORMATS = ("mooncake", "events", "claude-code", "opencode")  # warming.formats.FORMATS, unimported
+PROVIDERS = ("emulator", "anthropic")  # server.serve.PROVIDERS, unimported
+TOKEN_ENV = "SESSIONGEN_TOKEN"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,6 +66,14 @@ def seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
 
 
+def directory(text: str) -> Path:
+    """An argparse type: an existing directory."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"must be an existing directory, got {text!r}")
+    return path
+
+
 def _error(message: str) -> int:
     """A one-line runtime error (a bad file, not a bad argument): exit status 1."""
     print(f"sessiongen: error: {message}", file=sys.stderr)
@@ -74,6 +87,45 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     commands.add_parser(
         "demo", help="three durable turns and a generate on the embedded emulator and SQLite"
+    )
+
+    server = commands.add_parser(
+        "serve",
+        help="serve sessions, durable turns and session.generate over HTTP",
+        description="Serve the HTTP API (routes in docs/openapi.json) for the sample agent. "
+        "Errors are application/problem+json. Stop with Ctrl-C.",
+    )
+    server.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="bind address (default 127.0.0.1; a non-loopback address needs a token)",
+    )
+    server.add_argument("--port", type=port, default=8080, help="1 to 65535 (default 8080)")
+    server.add_argument(
+        "--db",
+        default="sessiongen.db",
+        metavar="FILE",
+        help="the SQLite store (default: sessiongen.db in the current directory; "
+        "':memory:' keeps nothing after exit)",
+    )
+    server.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="emulator",
+        help="emulator (default): the embedded emulator, in-process, on real time; "
+        "anthropic: the Anthropic API, configured by ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL",
+    )
+    server.add_argument(
+        "--token",
+        help=f"require 'Authorization: Bearer TOKEN' on every route but /api/health "
+        f"(default: ${TOKEN_ENV}; prefer it, a command line is visible to other users)",
+    )
+    server.add_argument(
+        "--workspace",
+        type=directory,
+        metavar="DIR",
+        help="the directory new sessions' tools work in (default: none; tool calls then "
+        "answer that the session has no workspace)",
     )
 
     emulator = commands.add_parser("emulator", help="serve the Anthropic-compatible emulator")
@@ -120,6 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         asyncio.run(print_demo())
         return 0
+    if args.command == "serve":
+        token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+        if args.token == "":
+            server.error("argument --token: must not be empty")
+        return _serve(server, args.host, args.port, args.db, args.provider, token, args.workspace)
     from .emulator import serve
 
     try:
@@ -128,6 +185,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         address = f"[{args.host}]:{args.port}" if ":" in args.host else f"{args.host}:{args.port}"
         print(f"sessiongen: error: cannot bind {address}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _serve(
+    parser: _Parser,
+    host: str,
+    port: int,
+    db: str,
+    provider: str,
+    token: str | None,
+    workspace: Path | None,
+) -> int:
+    """`sessiongen serve`: refuse an unprotected public bind (exit 2) before anything else,
+    then serve until interrupted; a port in use or an unopenable store is exit 1."""
+    import sqlite3
+
+    from .server.serve import InsecureBind, check_bind, serve
+
+    try:
+        check_bind(host, token)
+    except InsecureBind as exc:
+        parser.error(str(exc))
+    try:
+        serve(host, port, db, cast("Provider", provider), token, workspace=workspace)
+    except OSError as exc:  # serve checks the address before it serves, so this is binding
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return _error(f"cannot bind {address}: {exc.strerror or exc}")
+    except sqlite3.Error as exc:
+        return _error(f"cannot open the store {db}: {exc}")
+    except KeyboardInterrupt:
+        pass
     return 0
 
 

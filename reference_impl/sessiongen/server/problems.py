@@ -1,0 +1,95 @@
+"""problem+json responses: the one place the server turns a failure into an HTTP answer.
+
+A `SessiongenError` answers with its own status and `type` (`errors.py` owns that mapping;
+nothing here re-maps it). HTTP-level refusals that no sessiongen error describes (a missing
+token, a body over the size limit, an unknown method) answer with RFC 9457's `about:blank`
+type, whose meaning is the status itself. Every body passes through `Redactor`, so a
+credential the server holds never reaches a client, even inside an error message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from http import HTTPStatus
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from ..errors import SessiongenError
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+ABOUT_BLANK = "about:blank"
+REDACTED = "[redacted]"
+# RFC 9110's phrases where Python's differ by version (3.11 says "Request Entity Too Large").
+_TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}
+
+
+class Redactor:
+    """Replaces each secret (an API key, the server's token) wherever it appears in text."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        # Longest first, so a secret that contains another is replaced whole.
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        return value
+
+
+def problem_response(
+    body: dict[str, Any],
+    *,
+    instance: str,
+    redactor: Redactor,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """`body` (type, title, status, detail, extras) as an application/problem+json answer."""
+    scrubbed: dict[str, Any] = redactor.value({**body, "instance": instance})
+    return JSONResponse(
+        scrubbed,
+        status_code=int(body["status"]),
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=dict(headers or {}),
+    )
+
+
+def error_response(
+    error: SessiongenError,
+    *,
+    instance: str,
+    redactor: Redactor,
+    extra: Mapping[str, Any] | None = None,
+) -> JSONResponse:
+    """A sessiongen error with the status and problem type `errors.py` gives it, plus any
+    `extra` members (validation errors)."""
+    body = {**error.problem_details(), **(extra or {})}
+    return problem_response(body, instance=instance, redactor=redactor)
+
+
+def http_problem(
+    status: int,
+    detail: str,
+    *,
+    instance: str,
+    redactor: Redactor,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """An HTTP-level refusal no sessiongen error names: RFC 9457's `about:blank`, titled with
+    the status phrase."""
+    body = {
+        "type": ABOUT_BLANK,
+        "title": _TITLES.get(status) or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+    return problem_response(body, instance=instance, redactor=redactor, headers=headers)

@@ -1,0 +1,211 @@
+"""`sessiongen serve`: the HTTP server under uvicorn, with its store and provider.
+
+The provider is the embedded emulator by default (in-process, reached through the official
+SDK over an ASGI transport, as the lab does, but on real time so cache TTLs expire as they
+would), or Anthropic with the SDK's standard environment (ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL). The server binds loopback unless it has a token: anyone who can reach
+it can run turns on the provider's bill.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import uvicorn
+
+from .._engine import SessionEngine
+from .._store import SessionStore
+from ..emulator import EmulatorState, VirtualClock
+from ..emulator import create_app as create_emulator_app
+from ..sample import SAMPLE_AGENT
+from .app import create_app
+
+if TYPE_CHECKING:
+    from ..llm.anthropic import AnthropicLLMClient
+
+__all__ = [
+    "DEFAULT_DB",
+    "DEFAULT_PORT",
+    "PROVIDERS",
+    "InsecureBind",
+    "RealTimeClock",
+    "check_bind",
+    "is_loopback",
+    "serve",
+]
+
+Provider = Literal["emulator", "anthropic"]
+PROVIDERS: tuple[Provider, ...] = ("emulator", "anthropic")
+DEFAULT_PORT = 8080
+DEFAULT_DB = "sessiongen.db"
+EMULATOR_URL = "http://emulator.embedded"
+TOKEN_ENV = "SESSIONGEN_TOKEN"
+
+
+class InsecureBind(ValueError):
+    """A non-loopback bind address without a token."""
+
+
+class RealTimeClock(VirtualClock):
+    """The emulator's clock moving with real (monotonic) time, so its cache entries expire
+    after their TTL as the provider's would; `advance` and `set` still move it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._origin = time.monotonic()
+
+    def now(self) -> float:
+        return super().now() + time.monotonic() - self._origin
+
+    def advance(self, seconds: float) -> float:
+        super().advance(seconds)
+        return self.now()
+
+    def set(self, now: float) -> float:
+        super().set(max(0.0, now - (time.monotonic() - self._origin)))
+        return self.now()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback address (an unresolvable name is not
+    loopback; the empty host binds every interface)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {str(info[4][0]).split("%")[0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse (`InsecureBind`) to serve a non-loopback address without a token."""
+    if token is None and not is_loopback(host):
+        raise InsecureBind(
+            f"refusing to bind {host!r} without a token: it is not a loopback address, and "
+            f"anyone who can reach it could run turns on the provider; set {TOKEN_ENV} (or "
+            "--token), or bind 127.0.0.1"
+        )
+
+
+def _probe(host: str, port: int) -> None:
+    """Bind and release every address uvicorn will bind, with its options (as the emulator's
+    `serve` does), so an address in use is an OSError here instead of uvicorn's exit."""
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            probe.bind(address)
+
+
+@asynccontextmanager
+async def _llm(provider: Provider) -> AsyncIterator[tuple[AnthropicLLMClient, str]]:
+    """The provider client and a one-line description of it; closed on exit."""
+    import httpx2
+
+    from ..llm.anthropic import AnthropicLLMClient
+
+    if provider == "emulator":
+        state = EmulatorState(clock=RealTimeClock())
+        transport = httpx2.ASGITransport(app=create_emulator_app(state))
+        http = httpx2.AsyncClient(transport=transport, base_url=EMULATOR_URL)
+        async with AnthropicLLMClient(api_key="emulator", http_client=http) as llm:
+            yield llm, "the embedded emulator (in-process, real-time clock)"
+        return
+    async with AnthropicLLMClient.from_env() as llm:
+        where = str(llm.client.base_url).rstrip("/")
+        if llm.client.api_key is None and llm.client.auth_token is None:
+            print(
+                "sessiongen serve: warning: ANTHROPIC_API_KEY is not set; provider calls "
+                "will fail with provider-authentication-error",
+                file=sys.stderr,
+            )
+        yield llm, f"Anthropic at {where}"
+
+
+async def serve_async(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    db: str | Path = DEFAULT_DB,
+    provider: Provider = "emulator",
+    token: str | None = None,
+    *,
+    workspace: str | Path | None = None,
+    log_level: str = "info",
+) -> None:
+    """`serve` on the running event loop: returns when uvicorn stops (Ctrl-C, SIGTERM)."""
+    check_bind(host, token)
+    _probe(host, port)
+    store = SessionStore(db)
+    try:
+        async with _llm(provider) as (llm, described):
+            engine = SessionEngine(store, llm, [SAMPLE_AGENT])
+            app = create_app(engine, token=token, workspace=workspace)
+            auth = "bearer token required" if token else "no token (loopback only)"
+            print(
+                f"sessiongen serve: http://{_authority(host, port)} | provider: {described} | "
+                f"db: {db} | auth: {auth}",
+                file=sys.stderr,
+                flush=True,
+            )
+            config = uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_level=log_level,
+                http="h11",
+                ws="none",
+                lifespan="on",
+            )
+            await uvicorn.Server(config).serve()
+    finally:
+        store.close()
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    db: str | Path = DEFAULT_DB,
+    provider: Provider = "emulator",
+    token: str | None = None,
+    *,
+    workspace: str | Path | None = None,
+    log_level: str = "info",
+) -> None:
+    """Serve sessions over HTTP until interrupted (what `sessiongen serve` calls).
+
+    Before serving it raises `InsecureBind` (a ValueError) for a non-loopback `host`
+    without `token`, `ValueError` for a port outside 1..65535 or a `workspace` that is not
+    a directory, `OSError` when `host:port` cannot be bound and `sqlite3.Error` when `db`
+    cannot be opened.
+    """
+    import asyncio
+
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port must be from 1 to 65535, got {port}")
+    if provider not in PROVIDERS:
+        raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    if workspace is not None and not Path(workspace).is_dir():
+        raise ValueError(f"workspace {str(workspace)!r} is not an existing directory")
+    asyncio.run(
+        serve_async(host, port, db, provider, token, workspace=workspace, log_level=log_level)
+    )
+
+
+def _authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -9,7 +9,9 @@ the mapping from exception to wire lives here and nowhere else::
     │   ├── PromptTooLarge                413
     │   ├── MalformedRequest              400
     │   ├── InvalidArgument               422  also a ValueError
-    │   └── SessionExists                 409
+    │   ├── SessionExists                 409
+    │   └── RequestTooLarge               413  a request body over the server's limit
+    ├── Unauthorized                      401  no or a wrong bearer token
     ├── NotFound                          404
     │   ├── SessionNotFound
     │   └── AgentNotFound
@@ -98,6 +100,20 @@ class InvalidArgument(InvalidInput, ValueError):
 
     http_status = 422
     problem = "invalid-argument"
+
+
+class RequestTooLarge(InvalidInput):
+    """A request body over the server's limit, refused before it is parsed."""
+
+    http_status = 413
+    problem = "request-too-large"
+
+
+class Unauthorized(SessiongenError):
+    """The server has a bearer token and the request did not carry it."""
+
+    http_status = 401
+    problem = "unauthorized"
 
 
 class SessionExists(InvalidInput):

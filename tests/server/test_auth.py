@@ -46,7 +46,7 @@ async def test_every_route_but_health_needs_the_token(
     before = lab.engine.store.dump()
     async with asgi_client(guarded, **headers) as client:
         response = await client.request(method, path, json={"prompt": "hi"})
-    body = assert_problem(response, 401, "about:blank")
+    body = assert_problem(response, 401, "unauthorized")
     assert body["title"] == "Unauthorized"
     assert response.headers["www-authenticate"].startswith("Bearer")
     assert TOKEN not in response.text
@@ -76,8 +76,8 @@ async def test_a_refused_request_is_not_read(guarded: FastAPI) -> None:
     async with asgi_client(guarded) as client:
         big = await client.post("/api/session/ses_000001/generate", content=b"x" * 5_000_000)
         bad = await client.post("/api/session/ses_000001/generate", content=b"{")
-    assert_problem(big, 401, "about:blank")
-    assert_problem(bad, 401, "about:blank")
+    assert_problem(big, 401, "unauthorized")
+    assert_problem(bad, 401, "unauthorized")
 
 
 async def test_without_a_token_nothing_is_required(client: httpx.AsyncClient) -> None:

@@ -41,7 +41,7 @@ BAD: list[tuple[str, str, Any, int, str]] = [
     ("body not an object", "prompt", ["hi"], 422, "invalid-argument"),
     ("malformed JSON", "generate", b'{"prompt": "hi"', 422, "invalid-argument"),
     ("malformed turn JSON", "prompt", b"{prompt: hi}", 422, "invalid-argument"),
-    ("over the body limit", "generate", b" " * (MAX_BODY_BYTES + 1), 413, "about:blank"),
+    ("over the body limit", "generate", b" " * (MAX_BODY_BYTES + 1), 413, "request-too-large"),
 ]
 
 
@@ -137,8 +137,8 @@ async def test_a_small_body_limit_refuses_before_parsing(lab: EmulatorLab) -> No
         response = await client.post(
             f"/api/session/{session_id}/prompt", json={"prompt": "y" * 100}
         )
-        body = assert_problem(response, 413, "about:blank")
-        assert body["title"] == "Content Too Large" and "64 bytes" in body["detail"]
+        body = assert_problem(response, 413, "request-too-large")
+        assert body["title"] == "RequestTooLarge" and "64 bytes" in body["detail"]
 
         async def chunks():  # no Content-Length: counted while read
             for _ in range(10):
@@ -149,7 +149,7 @@ async def test_a_small_body_limit_refuses_before_parsing(lab: EmulatorLab) -> No
             content=chunks(),
             headers={"content-type": "application/json"},
         )
-        assert_problem(streamed, 413, "about:blank")
+        assert_problem(streamed, 413, "request-too-large")
         assert lab.engine.store.dump() == before and lab.requests() == []
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from sessiongen import LLMRequest, RequestInfo
+from sessiongen import ContextOverflow, LLMRequest, RequestInfo
 from sessiongen.lab import EmulatorLab, emulator_lab
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.warming import policies
@@ -300,3 +300,23 @@ async def test_the_default_pings_after_a_turn_that_read_the_cache(lab: EmulatorL
     planned = twin.decide_for("5m", request, history)
     pings = await keeper.advance_to(120 + 6 * 3600)
     assert len(pings) == len(planned.ping_offsets) >= 1 and all(p.hit for p in pings)
+
+
+@pytest.mark.clause("SG-KEEP-4")
+async def test_a_failed_ping_is_booked_and_ends_the_gaps_schedule(
+    lab: EmulatorLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any sessiongen error of a ping (here a context that no longer fits) goes to the
+    ledger and stops this idle gap's pings instead of killing the keeper's loop."""
+    keeper = _keeper(lab, FromPolicy(HALF_HOUR))
+    sid = lab.engine.create_session("forge", workspace=lab.workspace).id
+    keeper.watch(sid)
+    await _turn(lab, keeper, sid, "What is in src/app.py?")
+
+    async def overflow(*args: object, **kwargs: object) -> None:
+        raise ContextOverflow("the context no longer fits")
+
+    monkeypatch.setattr(lab.engine, "generate", overflow)
+    failed = await keeper.advance_to(3600)
+    assert [e.error for e in failed] == ["the context no longer fits"]
+    assert keeper.next_due() is None and keeper.ledger.entries == failed

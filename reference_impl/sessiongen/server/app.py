@@ -2,8 +2,9 @@
 
 `create_app(engine)` serves one `SessionEngine`. Every error is application/problem+json
 (`problems.py`): a `SessiongenError` with the status and `type` `errors.py` gives it,
-request validation as `InvalidArgument` (422), and plain HTTP refusals (401, 413, 405) as
-RFC 9457's `about:blank`. With a token, every route but `/api/health` requires
+request validation as `InvalidArgument` (422), a missing token as `Unauthorized` (401), a
+body over the limit as `RequestTooLarge` (413), and the remaining plain HTTP refusals (an
+unknown method, 405) as RFC 9457's `about:blank`. With a token, every route but `/api/health` requires
 `Authorization: Bearer <token>`, checked before the body is read.
 
 Route handlers are coroutines on purpose: the store is one SQLite connection, so every store
@@ -32,7 +33,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._admission import MAX_PROMPT_CHARS
 from .._engine import SessionEngine
 from .._generate import GenerateResult
-from ..errors import InvalidArgument, NotFound, SessiongenError, SessionNotFound
+from ..errors import (
+    InvalidArgument,
+    NotFound,
+    RequestTooLarge,
+    SessiongenError,
+    SessionNotFound,
+    Unauthorized,
+)
 from ..llm.types import ToolCall
 from ..model import AssistantMessage, TextPart, ToolCallPart
 from ..sample import SAMPLE_AGENT
@@ -50,7 +58,7 @@ from .models import (
     TurnResult,
     WarmingView,
 )
-from .problems import PROBLEM_MEDIA_TYPE, Redactor, error_response, http_problem
+from .problems import PROBLEM_MEDIA_TYPE, Redactor, error_response, http_problem, problem_response
 
 __all__ = ["HEALTH_PATH", "MAX_BODY_BYTES", "create_app"]
 
@@ -78,13 +86,13 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 _PROBLEMS = {
-    401: "No or a wrong bearer token, when the server has one (`about:blank`).",
+    401: "No or a wrong bearer token, when the server has one (`unauthorized`).",
     404: "No session of this id (`session-not-found`), or no such agent (`agent-not-found`).",
     409: "No instructions baseline and a source cannot be read "
     "(`instructions-initialization-blocked`).",
     413: "The prompt is over 200,000 characters (`prompt-too-large`), the context does not "
     "fit the model's window (`context-overflow`), or the body is over the server's limit "
-    "(`about:blank`).",
+    "(`request-too-large`).",
     422: "The body does not parse or validate (`invalid-argument`: unknown field, wrong "
     "type, malformed JSON), or the prompt is empty (`empty-prompt`).",
     502: "The provider call failed (`provider-*`, with `provider_status` and "
@@ -522,9 +530,10 @@ class _BearerAuth:
             await self.app(scope, receive, send)
             return
         detail = "a wrong bearer token" if given else "no bearer token"
-        response = http_problem(
-            401,
-            f"{detail}: this server requires Authorization: Bearer <token>",
+        response = problem_response(
+            Unauthorized(
+                f"{detail}: this server requires Authorization: Bearer <token>"
+            ).problem_details(),
             instance=_instance(scope),
             redactor=self.redactor,
             headers={"WWW-Authenticate": 'Bearer realm="sessiongen"'},
@@ -572,12 +581,10 @@ class _BodyLimit:
         await self.app(scope, replayed, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = http_problem(
-            413,
-            f"the request body is over this server's limit of {self.max_bytes:,} bytes",
-            instance=_instance(scope),
-            redactor=self.redactor,
+        error = RequestTooLarge(
+            f"the request body is over this server's limit of {self.max_bytes:,} bytes"
         )
+        response = error_response(error, instance=_instance(scope), redactor=self.redactor)
         await response(scope, receive, send)
 
 

@@ -25,7 +25,7 @@ from typing import Protocol
 from .._engine import SessionEngine
 from ..cache import TTL, TTL_SECONDS
 from ..cache.pricing import cost, price
-from ..errors import ProviderError, SessionNotFound
+from ..errors import SessiongenError, SessionNotFound
 from ..llm.types import Usage
 from ..model import AssistantMessage
 from .generator import SessionMix, generate_sessions
@@ -345,7 +345,7 @@ class WarmingKeeper:
         except SessionNotFound:
             self.unwatch(session_id)  # deleted: nothing left to keep warm
             return None
-        except ProviderError as error:
+        except SessiongenError as error:  # a provider fault, a context that no longer fits...
             entry = LedgerEntry(session_id, now, None, Usage(), 0.0, error=str(error))
             self.ledger.record(entry)
             self._due.pop(session_id, None)  # a failed ping ends this idle gap's schedule

@@ -93,7 +93,9 @@ def test_a_missing_workspace_is_a_usage_error(
 
 
 @contextmanager
-def _served(tmp_path: Path, *args: str, env: dict[str, str]) -> Iterator[tuple[str, Path]]:
+def _served(
+    tmp_path: Path, *args: str, env: dict[str, str], cwd: Path | None = None
+) -> Iterator[tuple[str, Path]]:
     """`sessiongen serve` in a child process on a free loopback port; yields its URL and the
     file its output goes to. Stopped with SIGINT (Ctrl-C), which must exit cleanly."""
     port = free_port()
@@ -101,7 +103,7 @@ def _served(tmp_path: Path, *args: str, env: dict[str, str]) -> Iterator[tuple[s
     command = [sys.executable, "-m", "sessiongen.cli", "serve", "--port", str(port), *args]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+            command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, cwd=cwd
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -189,3 +191,35 @@ def test_the_real_server_over_http_with_a_token_and_the_anthropic_provider(
             assert FAKE_KEY not in text and TOKEN not in text
         # The SDK sent the key to the provider: it was in use, not merely absent.
         assert "[redacted]" in emulator.state.requests()[0]["headers"].values()
+
+
+def test_the_readmes_curl_example_works_as_written(tmp_path: Path) -> None:
+    """The README's serve section: its `sessiongen serve` flags and its curl lines, run by a
+    shell against a server started with those flags (on a free port instead of 8080)."""
+    import json
+    import re
+    import shutil
+
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Serve sessions over HTTP", 1)[1].split("\n## ", 1)[0]
+    serve, curls = re.findall(r"```bash\n(.*?)```", section, re.S)[:2]
+    flags = serve.split("#")[0].split()
+    assert flags[:4] == ["uv", "run", "sessiongen", "serve"] and "--port" in flags
+    args = flags[4:]
+    args[args.index("--port") : args.index("--port") + 2] = []
+    with _served(tmp_path, *args, env={"SESSIONGEN_TOKEN": ""}, cwd=tmp_path) as (url, _):
+        port = url.rsplit(":", 1)[1]
+        script = curls.replace("localhost:8080", f"localhost:{port}")
+        answers = []
+        for command in script.replace("\\\n", " ").strip().splitlines():
+            run = subprocess.run(
+                ["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path, check=True
+            )
+            answers.append(json.loads(run.stdout))
+    created, turn, generated, session = answers
+    assert created == {"id": "ses_000001"}
+    assert generated["revision"] == turn["revision"] == session["revision"]
+    assert generated["usage"]["cache_read_tokens"] > 0
+    assert (tmp_path / "sessiongen.db").exists()  # the README's --db, relative to the cwd

@@ -35,11 +35,16 @@ the mapping from exception to wire lives here and nowhere else::
 
 Rejected calls leave the store unchanged: validation happens before the first write, and
 every durable change is one transaction.
+
+The way back, from a problem+json answer to the class, is here too: `error_class_for(type)`
+and `SessiongenError.from_problem(body)`, which `sessiongen.client` raises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import ast
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 PROBLEM_BASE = "https://sessiongen.dev/problems/"
@@ -50,10 +55,33 @@ class SessiongenError(Exception):
 
     http_status: ClassVar[int] = 500
     problem: ClassVar[str] = "internal-error"
+    problem_body: dict[str, Any] | None = None
+    """The problem+json body a server answered, when the error was rebuilt from one
+    (`from_problem`); None for an error raised here."""
 
     @classmethod
     def problem_type(cls) -> str:
         return PROBLEM_BASE + cls.problem
+
+    @staticmethod
+    def from_problem(body: Mapping[str, Any]) -> SessiongenError:
+        """The error a problem+json body describes, for a client to raise: the class its
+        `type` names (`error_class_for`), its `detail` as the message, the body kept whole
+        as `problem_body`, and the attributes the class's constructor would set restored
+        from the body. The constructor itself is not called: some take arguments only the
+        raising side had (a session id, the known agents)."""
+        status = body.get("status")
+        status = status if isinstance(status, int) else None
+        cls = error_class_for(str(body.get("type", "")), status)
+        error = cls.__new__(cls)
+        Exception.__init__(error, str(body.get("detail", "")))
+        error.problem_body = dict(body)
+        error._restore(body)
+        return error
+
+    def _restore(self, body: Mapping[str, Any]) -> None:
+        """Set the attributes `__init__` would have set, from a problem body (`from_problem`);
+        a class whose constructor sets attributes overrides it."""
 
     def problem_details(self) -> dict[str, Any]:
         """The RFC 9457 problem+json body for this error."""
@@ -126,6 +154,9 @@ class SessionExists(InvalidInput):
         super().__init__(f"session {session_id!r} already exists")
         self.session_id = session_id
 
+    def _restore(self, body: Mapping[str, Any]) -> None:
+        self.session_id = _quoted_name(body)
+
 
 class NotFound(SessiongenError):
     """A named resource does not exist."""
@@ -143,6 +174,9 @@ class SessionNotFound(NotFound):
         super().__init__(f"session {session_id!r} does not exist")
         self.session_id = session_id
 
+    def _restore(self, body: Mapping[str, Any]) -> None:
+        self.session_id = _quoted_name(body)
+
 
 class AgentNotFound(NotFound):
     """No agent of this name is configured."""
@@ -153,6 +187,9 @@ class AgentNotFound(NotFound):
         names = ", ".join(sorted(known)) or "none"
         super().__init__(f"agent {agent!r} is not configured; known agents: {names}")
         self.agent = agent
+
+    def _restore(self, body: Mapping[str, Any]) -> None:
+        self.agent = _quoted_name(body)
 
 
 class InstructionsInitializationBlocked(SessiongenError):
@@ -188,6 +225,12 @@ class ContextOverflow(SessiongenError):
         body = super().problem_details()
         body.update(tokens=self.tokens, limit=self.limit, request_id=self.request_id)
         return body
+
+    def _restore(self, body: Mapping[str, Any]) -> None:
+        self.tokens = body.get("tokens")
+        self.limit = body.get("limit")
+        self.status = None  # the provider's status is not part of the problem body
+        self.request_id = body.get("request_id")
 
 
 class ToolError(SessiongenError):
@@ -247,6 +290,11 @@ class ProviderError(SessiongenError):
             provider_error_type=self.error_type,
         )
         return body
+
+    def _restore(self, body: Mapping[str, Any]) -> None:
+        self.status = body.get("provider_status")
+        self.request_id = body.get("provider_request_id")
+        self.error_type = body.get("provider_error_type")
 
 
 class ProviderInvalidRequest(ProviderError):
@@ -328,3 +376,43 @@ def provider_error_for_status(
     else:
         cls = ProviderServerError
     return cls(message, status=status, request_id=request_id, error_type=error_type)
+
+
+def _error_classes() -> list[type[SessiongenError]]:
+    """SessiongenError and every subclass defined so far, each parent before its children."""
+    found: list[type[SessiongenError]] = [SessiongenError]
+    for cls in found:  # grows while it is walked: breadth first
+        found.extend(sub for sub in cls.__subclasses__() if sub not in found)
+    return found
+
+
+def error_class_for(problem_type: str, status: int | None = None) -> type[SessiongenError]:
+    """The class whose `problem_type()` is `problem_type`: the inverse of the mapping above,
+    for a client reading problem+json. An unknown type (`about:blank`, a newer server's)
+    falls back to the most specific class that every class of HTTP `status` derives from
+    (404 is `NotFound`, 503 `ProviderError`, 422 `InvalidInput`), else `SessiongenError`."""
+    classes = _error_classes()
+    for cls in classes:  # parents first: a subclass that keeps its parent's slug is not it
+        if cls.problem_type() == problem_type:
+            return cls
+    same = [cls for cls in classes if status is not None and cls.http_status == status]
+    for base in same[0].__mro__ if same else ():
+        if issubclass(base, SessiongenError) and all(issubclass(c, base) for c in same):
+            return base
+    return SessiongenError
+
+
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def _quoted_name(body: Mapping[str, Any]) -> str:
+    """The name a not-found or exists error quotes first in its detail (written with `!r`),
+    or "" when the detail has none."""
+    match = _QUOTED.search(str(body.get("detail", "")))
+    if match is None:
+        return ""
+    try:
+        name = ast.literal_eval(match.group())
+    except (SyntaxError, ValueError):
+        return ""
+    return name if isinstance(name, str) else ""

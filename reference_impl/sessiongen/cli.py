@@ -23,6 +23,7 @@ MAX_SESSIONS = 100_000
 FORMATS = ("mooncake", "events", "claude-code", "opencode")  # warming.formats.FORMATS, unimported
 PROVIDERS = ("emulator", "anthropic")  # server.serve.PROVIDERS, unimported
 TOKEN_ENV = "SESSIONGEN_TOKEN"
+EMULATOR_TOKEN_ENV = "SESSIONGEN_EMULATOR_TOKEN"  # emulator.server.TOKEN_ENV, unimported
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,8 +130,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     emulator = commands.add_parser("emulator", help="serve the Anthropic-compatible emulator")
-    emulator.add_argument("--host", default="127.0.0.1", help="bind address (loopback default)")
+    emulator.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="bind address (default 127.0.0.1; a non-loopback address needs a token)",
+    )
     emulator.add_argument("--port", type=port, default=8765, help="1 to 65535 (default 8765)")
+    emulator.add_argument(
+        "--token",
+        help=f"require 'Authorization: Bearer TOKEN' on the admin API (/_emulator/*); "
+        f"/v1/messages still accepts any SDK key (default: ${EMULATOR_TOKEN_ENV}; prefer it, "
+        "a command line is visible to other users)",
+    )
 
     experiment = commands.add_parser(
         "experiment", help="run an experiment and write its tables and plots"
@@ -177,12 +188,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.token == "":
             server.error("argument --token: must not be empty")
         return _serve(server, args.host, args.port, args.db, args.provider, token, args.workspace)
+    if args.token == "":
+        emulator.error("argument --token: must not be empty")
+    token = args.token if args.token is not None else os.environ.get(EMULATOR_TOKEN_ENV) or None
+    return _emulator(emulator, args.host, args.port, token)
+
+
+def _emulator(parser: _Parser, host: str, port: int, token: str | None) -> int:
+    """`sessiongen emulator`: an unprotected public bind is refused (exit 2) before anything
+    is bound, a host that cannot be bound is exit 1, then serve until interrupted."""
+    from ._bind import InsecureBind
     from .emulator import serve
 
     try:
-        serve(host=args.host, port=args.port)
+        serve(host=host, port=port, token=token)
+    except InsecureBind as exc:
+        parser.error(str(exc))
     except OSError as exc:  # serve checks the address before it serves, so this is binding
-        address = f"[{args.host}]:{args.port}" if ":" in args.host else f"{args.host}:{args.port}"
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         print(f"sessiongen: error: cannot bind {address}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0

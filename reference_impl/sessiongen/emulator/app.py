@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 from typing import Any
 
@@ -10,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
 from .responder import build_reply
@@ -19,6 +21,8 @@ from .validation import validate_count_tokens, validate_messages
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+API_PREFIX = "/v1/"
+"""The Messages API's paths: open to any SDK credentials, with or without a token."""
 # How often a held request looks at its release flag. Polling a thread-safe flag works both
 # in-process (the test's own event loop) and under uvicorn in another thread.
 HOLD_POLL_SECONDS = 0.002
@@ -183,9 +187,56 @@ async def _handle(
     return JSONResponse(message, headers=extra_headers)
 
 
-def create_app(state: EmulatorState | None = None) -> FastAPI:
+class _AdminAuth:
+    """With a token: every path outside the Messages API (`/v1/...`), so all of
+    `/_emulator/*`, needs `Authorization: Bearer <token>`, compared in constant time and
+    checked before the body is read; otherwise 401 in the API's error shape.
+
+    Deny by default: an admin route added later is guarded without being listed here. The
+    refusal carries no request id, because taking one would move the deterministic ids
+    (`req_000001`, ...) that the emulator's own clients count on.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or str(scope["path"]).startswith(API_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, credentials = value.partition(b" ")
+                if scheme.lower() == b"bearer":
+                    given = credentials.strip()
+        if hmac.compare_digest(given, self.token):
+            await self.app(scope, receive, send)
+            return
+        detail = "a wrong bearer token" if given else "no bearer token"
+        body = error_body(
+            401,
+            f"{detail}: this emulator's admin API requires Authorization: Bearer <token>",
+            "",
+            "authentication_error",
+        )
+        body["request_id"] = None
+        response = JSONResponse(
+            body,
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="sessiongen-emulator"'},
+        )
+        await response(scope, receive, send)
+
+
+def create_app(state: EmulatorState | None = None, *, token: str | None = None) -> FastAPI:
     """An Anthropic-compatible Messages API over `state` (a fresh one if None), reachable as
-    `app.state.emulator`. Any x-api-key is accepted."""
+    `app.state.emulator`. Any x-api-key is accepted. With `token`, everything but the
+    Messages API (the `/_emulator` admin and fault endpoints) requires `Authorization:
+    Bearer <token>`: what `sessiongen emulator` sets off loopback."""
+    if token is not None and not token:
+        raise ValueError("the token must not be empty")
     emulator = state if state is not None else EmulatorState()
     app = FastAPI(
         title="sessiongen Anthropic emulator", docs_url=None, redoc_url=None, openapi_url=None
@@ -273,4 +324,6 @@ def create_app(state: EmulatorState | None = None) -> FastAPI:
         request_id = emulator.next_request_id()
         return _error_response(exc.status_code, request_id, str(exc.detail))
 
+    if token is not None:
+        app.add_middleware(_AdminAuth, token=token)
     return app

@@ -1,4 +1,10 @@
-"""Run the emulator under uvicorn: in the foreground (`serve`) or on a background thread."""
+"""Run the emulator under uvicorn: in the foreground (`serve`) or on a background thread.
+
+Both follow the session server's bind rule (`sessiongen._bind`): a non-loopback address
+needs a token, and with one the admin API (`/_emulator/*`) wants `Authorization: Bearer
+<token>`. Whoever reaches the admin API can read every logged request body, reset the
+state and inject faults; the Messages API stays open to any SDK credentials, as before.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +15,29 @@ from types import TracebackType
 
 import uvicorn
 
+from .._bind import check_bind, probe
 from .app import create_app
 from .state import EmulatorState
 
 STARTUP_TIMEOUT = 10.0
+TOKEN_ENV = "SESSIONGEN_EMULATOR_TOKEN"
+EXPOSES = (
+    "anyone who can reach it could read its request log and reset, script or fault it "
+    "through /_emulator"
+)
 
 
-def _config(state: EmulatorState | None, host: str, port: int, log_level: str) -> uvicorn.Config:
+def check_emulator_bind(host: str, token: str | None) -> None:
+    """The session server's bind check, worded for the emulator (`InsecureBind`)."""
+    check_bind(host, token, token_env=TOKEN_ENV, exposes=EXPOSES)
+
+
+def _config(
+    state: EmulatorState | None, host: str, port: int, log_level: str, token: str | None
+) -> uvicorn.Config:
     # h11, no websockets, no lifespan: fewest moving parts and no optional imports.
     return uvicorn.Config(
-        create_app(state),
+        create_app(state, token=token),
         host=host,
         port=port,
         log_level=log_level,
@@ -29,27 +48,29 @@ def _config(state: EmulatorState | None, host: str, port: int, log_level: str) -
     )
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765, state: EmulatorState | None = None) -> None:
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    state: EmulatorState | None = None,
+    *,
+    token: str | None = None,
+) -> None:
     """Serve the emulator until interrupted (what `sessiongen emulator` calls).
 
-    Raises `ValueError` for a port outside 1..65535 and `OSError` when `host:port` cannot
-    be bound (address in use, unknown host), before serving; uvicorn itself would log the
-    failure and exit the process instead.
+    Before serving it raises `ValueError` for a port outside 1..65535, `OSError` when
+    `host` does not resolve, `InsecureBind` (a ValueError) for a non-loopback `host`
+    without `token`, and `OSError` when `host:port` cannot be bound; uvicorn itself would
+    log the failure and exit the process instead. A name that does not resolve is a bind
+    error, not a refusal: it could not be served with a token either.
     """
     if not 1 <= port <= 65535:
         raise ValueError(f"port must be from 1 to 65535, got {port}")
-    # Bind and release every address uvicorn's asyncio server will bind, with the same
-    # options (SO_REUSEADDR, v6-only), so the probe refuses exactly what uvicorn would.
-    # A port taken in the instant between probe and serve still ends in uvicorn's exit.
-    for family, kind, proto, _, address in socket.getaddrinfo(
-        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    ):
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            probe.bind(address)
-    uvicorn.Server(_config(state, host, port, "info")).run()
+    if token is not None and not token:
+        raise ValueError("the token must not be empty")
+    socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    check_emulator_bind(host, token)
+    probe(host, port)
+    uvicorn.Server(_config(state, host, port, "info", token)).run()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -63,7 +84,8 @@ class BackgroundServer:
     """The emulator on a real loopback socket, served from a daemon thread.
 
     Use as a context manager; `url` is the base URL for `anthropic.Anthropic(base_url=...)`
-    and `state` the shared `EmulatorState`.
+    and `state` the shared `EmulatorState`. The bind rule holds here too: a non-loopback
+    `host` needs a `token` (`InsecureBind` otherwise), which then guards `/_emulator/*`.
     """
 
     def __init__(
@@ -73,11 +95,13 @@ class BackgroundServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         log_level: str = "warning",
+        token: str | None = None,
     ) -> None:
+        check_emulator_bind(host, token)
         self.state = state if state is not None else EmulatorState()
         self.host = host
         self.port = port if port is not None else free_port(host)
-        self._server = uvicorn.Server(_config(self.state, host, self.port, log_level))
+        self._server = uvicorn.Server(_config(self.state, host, self.port, log_level, token))
         self._thread = threading.Thread(target=self._server.run, name="emulator", daemon=True)
 
     @property

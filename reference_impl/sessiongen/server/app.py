@@ -1,6 +1,10 @@
 """The HTTP server's FastAPI app: sessions, durable turns, session.generate and warming.
 
-`create_app(engine)` serves one `SessionEngine`. Every error is application/problem+json
+`create_app(engine)` serves one `SessionEngine` with its plugins (`sessiongen.plugins`):
+the prompt route tells them each turn that settled (`sessiongen_turn_settled`), and the
+warming routes and the lifespan's keeper loop go through the built-in `warming` plugin.
+
+Every error is application/problem+json
 (`problems.py`): a `SessiongenError` with the status and `type` `errors.py` gives it,
 request validation as `InvalidArgument` (422), a missing token as `Unauthorized` (401), a
 body over the limit as `RequestTooLarge` (413), and the remaining plain HTTP refusals (an
@@ -43,6 +47,13 @@ from ..errors import (
 )
 from ..llm.types import ToolCall
 from ..model import AssistantMessage, TextPart, ToolCallPart
+from ..plugins import (
+    PluginErrorHandler,
+    PluginHost,
+    WarmingPlugin,
+    load_plugins,
+    log_plugin_error,
+)
 from ..sample import SAMPLE_AGENT
 from ..warming.keeper import MonotonicClock, WarmingKeeper
 from .models import (
@@ -105,28 +116,28 @@ _PROVIDER = (409, 413, 502, 503, 504)
 
 
 class _Service:
-    """What the routes share: the engine, the keeper, per-session turn locks."""
+    """What the routes share: the engine, the plugins, per-session turn locks."""
 
     def __init__(
         self,
         engine: SessionEngine,
-        keeper: WarmingKeeper | None,
+        plugins: PluginHost,
+        warming: WarmingPlugin,
         workspace: Path | None,
         default_agent: str,
     ) -> None:
         self.engine = engine
-        self._keeper = keeper
+        self.plugins = plugins
+        self.warming_plugin = warming
         self.workspace = workspace
         self.default_agent = default_agent
         self._turns: dict[str, asyncio.Lock] = {}
 
     @property
     def keeper(self) -> WarmingKeeper:
-        """The given keeper, or one on real time made when first needed (fitting the default
-        policy takes a few hundred milliseconds, which an app that never warms need not pay)."""
-        if self._keeper is None:
-            self._keeper = WarmingKeeper(self.engine, clock=MonotonicClock())
-        return self._keeper
+        """The warming plugin's keeper, made when first needed (fitting the default policy
+        takes time an app that never warms need not pay)."""
+        return self.warming_plugin.keeper
 
     def turn_lock(self, session_id: str) -> asyncio.Lock:
         """One admitted prompt drains at a time per session, so each Drain settles exactly the
@@ -156,9 +167,13 @@ class _Service:
             self.engine.prompt(session_id, prompt)  # validates before it writes
             try:
                 drained = await self.engine.drain(session_id)
-            finally:
-                self._turn_finished(session_id)
+            except BaseException:
+                # A failed turn ends too: the keeper restarts from what the store has.
+                with suppress(SessionNotFound):  # never mask the turn's own error
+                    self.plugins.turn_settled(session_id)
+                raise
             record = self.engine.store.read(session_id)
+            self.plugins.turn_settled(session_id, record.session.revision)
         steps: list[AssistantMessage] = []
         for message in reversed(record.messages):  # the turn's Steps end the history
             if not isinstance(message, AssistantMessage):
@@ -180,19 +195,9 @@ class _Service:
             usage=drained.usage,
         )
 
-    def _turn_finished(self, session_id: str) -> None:
-        """Restart a watched session's warming schedule from the turn that just settled."""
-        keeper = self._keeper
-        if keeper is not None and session_id in keeper.watched:
-            try:
-                keeper.turn_finished(session_id)
-            except SessionNotFound:
-                keeper.unwatch(session_id)
-
     async def delete(self, session_id: str) -> None:
         async with self.turn_lock(session_id):  # a turn in flight settles first
-            if self._keeper is not None:
-                self._keeper.unwatch(session_id)
+            self.warming_plugin.unwatch(session_id)
             self.engine.store.delete(session_id)
         self._turns.pop(session_id, None)
 
@@ -224,6 +229,7 @@ def create_app(
     engine: SessionEngine,
     *,
     keeper: WarmingKeeper | None = None,
+    plugins: PluginHost | None = None,
     token: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     workspace: str | Path | None = None,
@@ -232,7 +238,12 @@ def create_app(
 ) -> FastAPI:
     """The HTTP API over `engine`.
 
-    `keeper` runs in the app's lifespan (a `WarmingKeeper` on real time when None).
+    `plugins`: the engine's `PluginHost` (started here if its host has not started it); it
+    must have the built-in `warming` plugin, whose keeper runs in the app's lifespan. When
+    None, the app hosts the built-ins itself, on real time, without entry points (an engine
+    built without `request_hook(pm)` could not run a third party's request hook); `keeper`
+    is then the warming plugin's keeper, for a caller that built its own (only without
+    `plugins`: a host's warming plugin takes it as `WarmingPlugin(keeper=...)`).
     `token`: when set, every route but `/api/health` requires `Authorization: Bearer
     <token>`. `workspace`: the directory new sessions get (none: tool calls answer that the
     session has no workspace). `default_agent`: the agent of `POST /api/session` without
@@ -248,8 +259,23 @@ def create_app(
     agent = default_agent or (
         SAMPLE_AGENT.name if SAMPLE_AGENT.name in engine.agents else next(iter(engine.agents))
     )
-    service = _Service(engine, keeper, None if workspace is None else Path(workspace), agent)
     redactor = Redactor([token, *_client_secrets(engine), *secrets])
+    if plugins is None:
+        plugins = _default_plugins(engine, keeper)
+    elif keeper is not None:
+        raise ValueError("give the keeper to the host's warming plugin, not with plugins")
+    elif plugins.engine is not engine:
+        # Its keeper would ask another engine whether a turn is in flight, and ping into it.
+        raise ValueError("the plugins' host runs over another engine than the app's")
+    if plugins.on_error is log_plugin_error:  # the server logs nothing unscrubbed
+        plugins.on_error = _plugin_error_logger(redactor)
+    plugins.startup()
+    warming = plugins.plugin("warming")
+    if not isinstance(warming, WarmingPlugin):
+        raise ValueError("the server's warming routes need the built-in 'warming' plugin")
+    service = _Service(
+        engine, plugins, warming, None if workspace is None else Path(workspace), agent
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -273,6 +299,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = service
+    app.state.plugins = plugins
 
     # --- routes ---------------------------------------------------------------------------
 
@@ -374,7 +401,7 @@ def create_app(
     )
     async def start_warming(session_id: str) -> WarmingView:
         """Keep the session's prompt cache warm between durable turns (contract section 8)."""
-        service.keeper.watch(session_id)
+        service.warming_plugin.watch(session_id)
         return service.warming(session_id)
 
     @app.get(
@@ -398,7 +425,7 @@ def create_app(
         """Stop keeping the session warm; its ledger entries stay."""
         if not engine.store.exists(session_id):
             raise SessionNotFound(session_id)
-        service.keeper.unwatch(session_id)
+        service.warming_plugin.unwatch(session_id)
         return Response(status_code=204)
 
     # --- errors: the one place a failure becomes an answer ---------------------------------
@@ -451,6 +478,26 @@ def create_app(
     app.add_middleware(_BearerAuth, token=token, redactor=redactor)
     app.add_middleware(_Unexpected, redactor=redactor)
     return app
+
+
+def _default_plugins(engine: SessionEngine, keeper: WarmingKeeper | None) -> PluginHost:
+    """The built-ins over `engine`, the given keeper as the warming plugin's if there is
+    one."""
+    pm = load_plugins(entry_points=False)
+    if keeper is not None:
+        pm.unregister(name="warming")
+        pm.register(WarmingPlugin(keeper=keeper), name="warming")
+    clock = keeper.clock if keeper is not None else MonotonicClock()
+    return PluginHost(engine, pm, clock)
+
+
+def _plugin_error_logger(redactor: Redactor) -> PluginErrorHandler:
+    """An `on_error` for a `PluginHost`: the plugin's failure, logged with secrets scrubbed."""
+
+    def report(plugin: str, hook: str, exc: Exception) -> None:
+        logger.error("plugin %r failed in %s: %s", plugin, hook, _scrubbed(exc, redactor))
+
+    return report
 
 
 def _client_secrets(engine: SessionEngine) -> list[str]:

@@ -5,12 +5,14 @@ SDK over an ASGI transport, as the lab does, but on real time so cache TTLs expi
 would), or Anthropic with the SDK's standard environment (ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL). The server binds loopback unless it has a token: anyone who can reach
 it can run turns on the provider's bill.
+
+Plugins: the built-ins and every installed `sessiongen` entry point (`load_plugins()`). The
+engine is built with their request hook, so a third party's `sessiongen_request` sees every
+Step and generate, warming pings included (`info.warming`).
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -20,11 +22,14 @@ from typing import TYPE_CHECKING, Literal
 
 import uvicorn
 
+from .._bind import InsecureBind, check_bind, is_loopback, probe
 from .._engine import SessionEngine
 from .._store import SessionStore
 from ..emulator import EmulatorState, VirtualClock
 from ..emulator import create_app as create_emulator_app
+from ..plugins import PluginHost, load_plugins, request_hook
 from ..sample import SAMPLE_AGENT
+from ..warming.keeper import MonotonicClock
 from .app import create_app
 
 if TYPE_CHECKING:
@@ -46,11 +51,6 @@ PROVIDERS: tuple[Provider, ...] = ("emulator", "anthropic")
 DEFAULT_PORT = 8080
 DEFAULT_DB = "sessiongen.db"
 EMULATOR_URL = "http://emulator.embedded"
-TOKEN_ENV = "SESSIONGEN_TOKEN"
-
-
-class InsecureBind(ValueError):
-    """A non-loopback bind address without a token."""
 
 
 class RealTimeClock(VirtualClock):
@@ -71,46 +71,6 @@ class RealTimeClock(VirtualClock):
     def set(self, now: float) -> float:
         super().set(max(0.0, now - (time.monotonic() - self._origin)))
         return self.now()
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address `host` names is a loopback address (an unresolvable name is not
-    loopback; the empty host binds every interface)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        return False
-    addresses = {str(info[4][0]).split("%")[0] for info in infos}
-    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
-
-
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse (`InsecureBind`) to serve a non-loopback address without a token."""
-    if token is None and not is_loopback(host):
-        raise InsecureBind(
-            f"refusing to bind {host!r} without a token: it is not a loopback address, and "
-            f"anyone who can reach it could run turns on the provider; set {TOKEN_ENV} (or "
-            "--token), or bind 127.0.0.1"
-        )
-
-
-def _probe(host: str, port: int) -> None:
-    """Bind and release every address uvicorn will bind, with its options (as the emulator's
-    `serve` does), so an address in use is an OSError here instead of uvicorn's exit."""
-    for family, kind, proto, _, address in socket.getaddrinfo(
-        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    ):
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            probe.bind(address)
 
 
 @asynccontextmanager
@@ -150,16 +110,19 @@ async def serve_async(
 ) -> None:
     """`serve` on the running event loop: returns when uvicorn stops (Ctrl-C, SIGTERM)."""
     check_bind(host, token)
-    _probe(host, port)
+    probe(host, port)
+    pm = load_plugins()  # before the store: a plugin that fails to load leaves nothing open
     store = SessionStore(db)
     try:
         async with _llm(provider) as (llm, described):
-            engine = SessionEngine(store, llm, [SAMPLE_AGENT])
-            app = create_app(engine, token=token, workspace=workspace)
+            engine = SessionEngine(store, llm, [SAMPLE_AGENT], hooks=[request_hook(pm)])
+            plugins = PluginHost(engine, pm, MonotonicClock())
+            plugins.startup()  # a plugin that cannot start stops the server before it binds
+            app = create_app(engine, plugins=plugins, token=token, workspace=workspace)
             auth = "bearer token required" if token else "no token (loopback only)"
             print(
                 f"sessiongen serve: http://{_authority(host, port)} | provider: {described} | "
-                f"db: {db} | auth: {auth}",
+                f"db: {db} | auth: {auth} | plugins: {', '.join(plugins.names())}",
                 file=sys.stderr,
                 flush=True,
             )

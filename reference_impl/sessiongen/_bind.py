@@ -1,0 +1,72 @@
+"""The bind rule both servers share: loopback unless a token guards what is served.
+
+`sessiongen serve` (the session API) and `sessiongen emulator` (the admin API under
+`/_emulator`) both refuse a non-loopback address without a token, with one check, so the
+two cannot drift on what counts as loopback. `probe` binds and releases what uvicorn will
+bind, so an address in use is an `OSError` before serving instead of uvicorn's exit.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+__all__ = ["InsecureBind", "check_bind", "is_loopback", "probe"]
+
+SERVER_TOKEN_ENV = "SESSIONGEN_TOKEN"
+SERVER_EXPOSES = "anyone who can reach it could run turns on the provider"
+
+
+class InsecureBind(ValueError):
+    """A non-loopback bind address without a token."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback address (an unresolvable name is not
+    loopback; the empty host binds every interface)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {str(info[4][0]).split("%")[0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def check_bind(
+    host: str,
+    token: str | None,
+    *,
+    token_env: str = SERVER_TOKEN_ENV,
+    exposes: str = SERVER_EXPOSES,
+) -> None:
+    """Refuse (`InsecureBind`) to serve a non-loopback address without a token.
+
+    `token_env` names the variable the refusal tells the user to set and `exposes` what an
+    unguarded server would hand to anyone on the network; the defaults are the session
+    server's, the emulator passes its own.
+    """
+    if token is None and not is_loopback(host):
+        raise InsecureBind(
+            f"refusing to bind {host!r} without a token: it is not a loopback address, and "
+            f"{exposes}; set {token_env} (or --token), or bind 127.0.0.1"
+        )
+
+
+def probe(host: str, port: int) -> None:
+    """Bind and release every address uvicorn's asyncio server will bind, with its options
+    (SO_REUSEADDR, v6-only), so the probe refuses exactly what uvicorn would. A port taken in
+    the instant between probe and serve still ends in uvicorn's exit."""
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)

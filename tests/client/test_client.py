@@ -169,6 +169,7 @@ def _template(path: str, templates: set[str]) -> str:
     raise AssertionError(f"{path} matches no route of docs/openapi.json")
 
 
+@pytest.mark.clause("SG-HTTP-1")
 def test_every_route_of_the_openapi_document_has_a_client_method(
     driver: Driver, sent: list[httpx.Request]
 ) -> None:

@@ -69,6 +69,7 @@ def _text_blocks(message: dict[str, Any]) -> list[str]:
 @pytest.mark.clause("SG-INV-4")
 @pytest.mark.clause("SG-CACHE-1")
 @pytest.mark.clause("SG-PARITY-2")
+@pytest.mark.clause("SG-HTTP-4")
 def test_generates_over_http_against_a_separate_emulator_process(tmp_path: Path) -> None:
     workspace = write_workspace(tmp_path / "workspace")
     emulator_port, emulator_url = local_url()

@@ -43,6 +43,7 @@ def _problem(raised: pytest.ExceptionInfo[SessiongenError], status: int) -> dict
     return body
 
 
+@pytest.mark.clause("SG-HTTP-2")
 def test_caller_mistakes(driver: Driver, lab: EmulatorLab) -> None:
     sid = driver.create_session().id
     with pytest.raises(EmptyPrompt) as empty:
@@ -107,6 +108,7 @@ def test_a_token_server_refuses_a_client_without_its_token(
             _problem(refused, 401)
 
 
+@pytest.mark.clause("SG-HTTP-2")
 def test_every_error_class_round_trips_through_its_problem_type() -> None:
     classes = [
         c

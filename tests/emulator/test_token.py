@@ -28,6 +28,7 @@ def _one_line(err: str) -> str:
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "192.0.2.1"])
+@pytest.mark.clause("SG-HTTP-3")
 def test_a_public_bind_without_a_token_is_refused_before_binding(
     host: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,6 +104,7 @@ ADMIN = [
 
 
 @pytest.mark.parametrize(("method", "path", "body"), ADMIN, ids=[f"{m} {p}" for m, p, _ in ADMIN])
+@pytest.mark.clause("SG-HTTP-3")
 async def test_with_a_token_every_admin_route_wants_the_bearer(
     admin_app: httpx2.AsyncClient, method: str, path: str, body: object
 ) -> None:

@@ -36,6 +36,7 @@ class Keeps:
 
 
 @pytest.mark.clause("SG-INV-1")
+@pytest.mark.clause("SG-PLUG-2")
 async def test_ctx_session_generate_leaves_the_store_unchanged(lab: EmulatorLab) -> None:
     keeps = Keeps()
     engine, host = host_on(lab, ("keeps", keeps))
@@ -54,6 +55,7 @@ async def test_ctx_session_generate_leaves_the_store_unchanged(lab: EmulatorLab)
     assert keeps.ctx.session.get(sid) == engine.store.read(sid)
 
 
+@pytest.mark.clause("SG-PLUG-2")
 async def test_the_context_offers_no_write_path(lab: EmulatorLab) -> None:
     keeps = Keeps()
     engine, _ = host_on(lab, ("keeps", keeps))
@@ -80,6 +82,7 @@ async def test_startup_runs_once_and_reaches_plugins_registered_later(lab: Emula
     assert host.started and host.names() == ["first", "late"]
 
 
+@pytest.mark.clause("SG-PLUG-2")
 async def test_a_failing_turn_plugin_is_reported_and_the_others_still_hear(
     lab: EmulatorLab,
 ) -> None:

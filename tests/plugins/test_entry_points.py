@@ -55,6 +55,8 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Modul
 
 @pytest.mark.clause("SG-HOOK-1")
 @pytest.mark.clause("SG-KEEP-1")
+@pytest.mark.clause("SG-PLUG-1")
+@pytest.mark.clause("SG-PLUG-2")
 async def test_an_entry_point_plugin_sees_warming_pings_by_their_metadata(
     installed: ModuleType, lab: EmulatorLab
 ) -> None:

@@ -45,6 +45,7 @@ def _chain(letter: str, log: list[str], **options: bool) -> object:
 
 
 @pytest.mark.clause("SG-HOOK-1")
+@pytest.mark.clause("SG-PLUG-1")
 async def test_hooks_chain_in_registration_order_and_their_edits_reach_the_wire(
     lab: EmulatorLab,
 ) -> None:
@@ -131,6 +132,7 @@ class WarmingCounter:
 
 
 @pytest.mark.clause("SG-HOOK-1")
+@pytest.mark.clause("SG-PLUG-1")
 async def test_warming_is_recognised_by_metadata_never_by_prompt_text(lab: EmulatorLab) -> None:
     """A generate whose prompt is the keep-alive text but which is not a warming call is
     not counted; a warming call with any other prompt is, and so is the warming plugin's

@@ -27,6 +27,7 @@ class Tags:
 
 
 @pytest.mark.clause("SG-RESULT-3")
+@pytest.mark.clause("SG-RECAP-1")
 async def test_a_recap_is_returned_while_the_session_stays_put(lab: EmulatorLab) -> None:
     recaps, tags = RecapPlugin(), Tags()
     engine, host = host_on(lab, ("recap", recaps), ("tags", tags))
@@ -48,6 +49,7 @@ async def test_a_recap_is_returned_while_the_session_stays_put(lab: EmulatorLab)
 
 
 @pytest.mark.clause("SG-RESULT-3")
+@pytest.mark.clause("SG-RECAP-1")
 async def test_a_recap_is_suppressed_when_a_turn_lands_while_it_runs(lab: EmulatorLab) -> None:
     """The recap's provider call is held; a durable turn runs meanwhile; released, the
     recap's snapshot revision is behind the session's, so it is suppressed."""

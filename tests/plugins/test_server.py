@@ -72,6 +72,7 @@ async def test_the_server_runs_turns_and_warming_through_its_plugins(lab: Emulat
         assert warming.watched() == frozenset()
 
 
+@pytest.mark.clause("SG-PLUG-2")
 async def test_a_failing_plugin_does_not_fail_the_turn_and_is_logged_scrubbed(
     lab: EmulatorLab, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -39,6 +39,7 @@ def guarded(lab: EmulatorLab) -> FastAPI:
     ids=["missing", "wrong", "longer", "basic", "no-scheme", "empty"],
 )
 @pytest.mark.parametrize(("method", "path"), ROUTES)
+@pytest.mark.clause("SG-HTTP-3")
 async def test_every_route_but_health_needs_the_token(
     guarded: FastAPI, lab: EmulatorLab, authorization: str | None, method: str, path: str
 ) -> None:

@@ -56,6 +56,7 @@ async def _send(client: httpx.AsyncClient, path: str, body: Any) -> httpx.Respon
 @pytest.mark.parametrize(
     ("route", "body", "status", "problem"), [b[1:] for b in BAD], ids=[b[0] for b in BAD]
 )
+@pytest.mark.clause("SG-HTTP-2")
 async def test_bad_input_is_a_typed_problem_and_changes_nothing(
     client: httpx.AsyncClient, lab: EmulatorLab, route: str, body: Any, status: int, problem: str
 ) -> None:
@@ -107,6 +108,7 @@ async def test_validation_problems_name_the_field_without_echoing_it(
         ("DELETE", "/warming", None),
     ],
 )
+@pytest.mark.clause("SG-HTTP-2")
 async def test_unknown_session_is_404_everywhere(
     client: httpx.AsyncClient, lab: EmulatorLab, method: str, suffix: str, body: Any
 ) -> None:
@@ -129,6 +131,7 @@ async def test_unknown_agent_is_the_errors_modules_problem(
     assert lab.engine.store.dump() == before
 
 
+@pytest.mark.clause("SG-HTTP-2")
 async def test_a_small_body_limit_refuses_before_parsing(lab: EmulatorLab) -> None:
     app = create_app(lab.engine, max_body_bytes=64)
     async with asgi_client(app) as client:
@@ -161,6 +164,7 @@ async def test_unknown_routes_and_methods_are_problems(client: httpx.AsyncClient
 
 
 @pytest.mark.clause("SG-FAIL-6")
+@pytest.mark.clause("SG-HTTP-2")
 async def test_provider_errors_carry_the_providers_status_and_request_id(
     client: httpx.AsyncClient, lab: EmulatorLab
 ) -> None:

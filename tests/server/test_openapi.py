@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fastapi import FastAPI
 from sessiongen.server.openapi import openapi_document, render
 
@@ -14,6 +15,7 @@ COMMITTED = ROOT / "docs" / "openapi.json"
 REGENERATE = "uv run python -m sessiongen.server.openapi"
 
 
+@pytest.mark.clause("SG-HTTP-1")
 def test_the_committed_openapi_document_is_the_apps(app: FastAPI) -> None:
     fresh = app.openapi()
     assert fresh == openapi_document()  # the document depends on no engine, store or provider
@@ -25,6 +27,7 @@ def test_the_committed_openapi_document_is_the_apps(app: FastAPI) -> None:
     assert committed == render(fresh), f"docs/openapi.json is not formatted; run `{REGENERATE}`"
 
 
+@pytest.mark.clause("SG-HTTP-1")
 def test_the_document_has_the_routes_users_script_against() -> None:
     document = openapi_document()
     routes = {

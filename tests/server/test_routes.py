@@ -42,6 +42,7 @@ async def test_get_session_has_its_revision(client: httpx.AsyncClient, lab: Emul
     assert body["pending"] == [] and body["calls"] == 0
 
 
+@pytest.mark.clause("SG-HTTP-1")
 async def test_prompt_runs_a_durable_turn_with_tool_calls(
     client: httpx.AsyncClient, lab: EmulatorLab
 ) -> None:
@@ -136,6 +137,7 @@ async def test_generate_defaults_and_warming(client: httpx.AsyncClient, lab: Emu
     assert lab.requests()[-1]["body"]["max_tokens"] == 0
 
 
+@pytest.mark.clause("SG-HTTP-1")
 async def test_delete_removes_the_session_for_good(
     client: httpx.AsyncClient, lab: EmulatorLab
 ) -> None:

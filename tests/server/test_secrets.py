@@ -17,6 +17,7 @@ from .conftest import TOOL_TURN, asgi_client
 FAKE_KEY = "sk-ant-api03-FAKEKEY-7c1d0e5b9a2f4e6d8c0b1a3f5e7d9c1b"
 
 
+@pytest.mark.clause("SG-HTTP-3")
 async def test_the_api_key_appears_in_no_response_and_no_log(
     lab: EmulatorLab, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -30,6 +30,7 @@ def _one_line(err: str) -> str:
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "192.0.2.1", "no-such-host.invalid"])
+@pytest.mark.clause("SG-HTTP-3")
 def test_a_public_bind_without_a_token_is_refused_before_binding(
     host: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -224,6 +224,7 @@ def _serve(
     then serve until interrupted; a port in use or an unopenable store is exit 1."""
     import sqlite3
 
+    from .plugins import PluginLoadError
     from .server.serve import InsecureBind, check_bind, serve
 
     try:
@@ -237,6 +238,8 @@ def _serve(
         return _error(f"cannot bind {address}: {exc.strerror or exc}")
     except sqlite3.Error as exc:
         return _error(f"cannot open the store {db}: {exc}")
+    except PluginLoadError as exc:
+        return _error(str(exc))
     except KeyboardInterrupt:
         pass
     return 0

@@ -85,3 +85,26 @@ def test_without_entry_points_only_the_builtins_load(installed: ModuleType) -> N
     assert without.has_plugin("thirdparty")
     assert getattr(without.get_plugin("warming"), "__name__", None) == IMPOSTOR
     assert load_plugins(entry_points=False, builtins=False).list_name_plugin() == []
+
+
+def test_a_broken_installed_plugin_is_a_named_one_line_serve_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An installed plugin whose import fails stops `sessiongen serve` with one line naming
+    the failure, before anything binds."""
+    from sessiongen.cli import main
+    from sessiongen.plugins import PluginLoadError
+
+    info = tmp_path / "sessiongen_broken-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sessiongen-broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[sessiongen]\nbroken = sessiongen_no_such_module\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginLoadError, match="sessiongen_no_such_module"):
+        load_plugins()
+    from sessiongen.emulator.server import free_port
+
+    assert main(["serve", "--port", str(free_port()), "--db", str(tmp_path / "s.db")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sessiongen_no_such_module" in err[0], err
+    assert not (tmp_path / "s.db").exists()

@@ -64,7 +64,8 @@ def load_plugins(*, entry_points: bool = True, builtins: bool = True) -> pluggy.
     and, with `entry_points`, every installed plugin of the `sessiongen` entry-point group.
 
     A built-in's name wins over an entry point of the same name (pluggy skips a name that
-    is already registered). Unknown hooks (a misspelled `sessiongen_*`) raise
+    is already registered). An entry point that fails to import or register raises
+    `PluginLoadError`. Unknown hooks (a misspelled `sessiongen_*`) raise
     `pluggy.PluginValidationError` here instead of silently never running.
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
@@ -74,9 +75,20 @@ def load_plugins(*, entry_points: bool = True, builtins: bool = True) -> pluggy.
             module_name, _, factory = target.partition(":")
             pm.register(getattr(importlib.import_module(module_name), factory)(), name=name)
     if entry_points:
-        pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+        try:
+            pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+        except Exception as exc:  # an installed plugin's import or registration failed
+            raise PluginLoadError(
+                f"an installed plugin of entry-point group {hookspecs.PROJECT!r} failed to "
+                f"load: {type(exc).__name__}: {exc}"
+            ) from exc
     pm.check_pending()
     return pm
+
+
+class PluginLoadError(RuntimeError):
+    """An installed plugin could not be imported or registered: named, so `sessiongen serve`
+    can say so in one line instead of a traceback."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -545,3 +545,18 @@ def test_warming_page_examples_run(tmp_path: Path) -> None:
     assert keeper[0].startswith("[295.0, 590.0, 885.0, 1180.0]")
     assert int(keeper[1].split()[3]) > 0
     assert "best online: learned" in outputs[1]
+
+
+def test_http_page_plugin_example_runs(tmp_path: Path) -> None:
+    """The plugin example on the HTTP page runs as written and prints what the page says."""
+    import subprocess
+    import sys
+
+    page = (ROOT / "docs" / "http.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, re.S)
+    script = tmp_path / "plugin_example.py"
+    script.write_text(code)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    expected = re.search(r"It prints `(.*?)`", page)
+    assert expected is not None and run.stdout.strip() == expected.group(1)

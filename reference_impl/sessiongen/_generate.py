@@ -19,7 +19,7 @@ from ._admission import validate_prompt
 from ._compaction import check_fits
 from ._context import SessionContext
 from ._request import SessionModelRequest
-from .errors import InvalidArgument
+from .errors import InvalidArgument, SessionNotFound
 from .llm.client import LLMClient
 from .llm.types import FinishReason, FrozenModel, LLMRequest, ToolCall, ToolChoice, Usage
 from .model import InstructionMessage, Message, TextPart, UserMessage
@@ -161,6 +161,9 @@ class SessionGenerate:
             session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
         )
         response = await self.llm.generate(prepared.request)
+        if not self.context.store.exists(session_id):
+            # Deleted while the call ran: the answer would speak for a session that is gone.
+            raise SessionNotFound(session_id)
         results: tuple[ToolResult, ...] = ()
         if prepared.tools_policy is ToolsPolicy.EXECUTE_ONCE and response.tool_calls:
             results = self._execute_isolated(response.tool_calls, prepared)

@@ -198,3 +198,30 @@ async def test_an_unexpected_error_is_a_500_problem_without_its_message(
     assert "internal detail" not in response.text
     assert "hook exploded" in caplog.text  # the log has it, for the operator
     assert body["title"] == "SessiongenError"
+
+
+@pytest.mark.clause("SG-HTTP-2")
+@pytest.mark.clause("SG-FAIL-1")
+async def test_a_session_deleted_while_its_generate_runs_answers_404(
+    client: httpx.AsyncClient, lab: EmulatorLab
+) -> None:
+    """The generate's provider call is held at the emulator while the session is deleted:
+    the answer is `session-not-found` (it would speak for a session that is gone), the call
+    was made once, and the generate wrote nothing after the delete."""
+    import asyncio
+
+    sid = await create(client)
+    lab.script({"text": "Hello."})
+    assert (await client.post(f"/api/session/{sid}/prompt", json={"prompt": "hi"})).is_success
+    (await lab.admin.post("/_emulator/hold", json={"count": 1})).raise_for_status()
+    running = asyncio.create_task(
+        client.post(f"/api/session/{sid}/generate", json={"prompt": "Recap."})
+    )
+    while (await lab.admin.get("/_emulator/hold")).json()["waiting"] < 1:
+        await asyncio.sleep(0.01)
+    assert (await client.delete(f"/api/session/{sid}")).status_code == 204
+    after_delete = lab.engine.store.dump()
+    (await lab.admin.post("/_emulator/release")).raise_for_status()
+    assert_problem(await running, 404, "session-not-found")
+    assert lab.engine.store.dump() == after_delete
+    assert len(lab.requests()) == 2  # the turn and the one generate

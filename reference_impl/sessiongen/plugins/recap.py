@@ -87,14 +87,15 @@ class RecapPlugin:
 
     async def recap(self, session_id: str) -> Recap | None:
         """A one-sentence recap of the session, or None when the session's revision moved
-        while the recap ran (or the session was deleted meanwhile). Errors of the generate
-        call itself (`SessionNotFound`, provider faults) propagate."""
+        while the recap ran (or the session was deleted meanwhile). An unknown session raises
+        `SessionNotFound` before any call; provider faults propagate."""
         ctx = self.context
-        result = await ctx.session.generate(session_id, self.prompt, tag=self.tag)
+        ctx.session.revision(session_id)  # an unknown session raises here, before any call
         try:
+            result = await ctx.session.generate(session_id, self.prompt, tag=self.tag)
             current = ctx.session.revision(session_id)
         except SessionNotFound:
-            return None
+            return None  # deleted while the recap ran
         if current != result.revision:
             return None
         made = Recap(session_id, result.revision, result.text, ctx.clock.now(), result.usage)

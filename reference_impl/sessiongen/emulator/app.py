@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
+from .providers import provider_prefixes, provider_routers
 from .responder import build_reply
 from .state import EmulatorState, FaultSpec, Hold, ScriptedResponse
 from .streaming import SSEResponse, message_events
@@ -188,8 +189,8 @@ async def _handle(
 
 
 class _AdminAuth:
-    """With a token: every path outside the Messages API (`/v1/...`), so all of
-    `/_emulator/*`, needs `Authorization: Bearer <token>`, compared in constant time and
+    """With a token: every path outside the providers' APIs (`/v1/...` and each provider
+    module's `PATH_PREFIXES`), so all of `/_emulator/*`, needs `Authorization: Bearer <token>`, compared in constant time and
     checked before the body is read; otherwise 401 in the API's error shape.
 
     Deny by default: an admin route added later is guarded without being listed here. The
@@ -200,9 +201,10 @@ class _AdminAuth:
     def __init__(self, app: ASGIApp, *, token: str) -> None:
         self.app = app
         self.token = token.encode()
+        self.open_prefixes = (API_PREFIX, *provider_prefixes())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or str(scope["path"]).startswith(API_PREFIX):
+        if scope["type"] != "http" or str(scope["path"]).startswith(self.open_prefixes):
             await self.app(scope, receive, send)
             return
         given = b""
@@ -242,6 +244,8 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         title="sessiongen Anthropic emulator", docs_url=None, redoc_url=None, openapi_url=None
     )
     app.state.emulator = emulator
+    for router in provider_routers(emulator):
+        app.include_router(router)
 
     @app.post(MESSAGES_PATH)
     async def messages(request: Request) -> Response:

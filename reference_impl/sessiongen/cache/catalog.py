@@ -1,5 +1,6 @@
 """Per-model facts (minimum cacheable length, context window, output limit, prefill) loaded
-from `models.json`, with alias resolution."""
+from `models.json` (Anthropic's models) and one `models_<provider>.json` per other provider,
+with alias resolution."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class ModelInfo:
     max_output_tokens: int
     prefill_allowed: bool
     unconfirmed: tuple[str, ...]
+    provider: str = "anthropic"
 
 
 def _load_json(name: str) -> dict[str, Any]:
@@ -43,10 +45,20 @@ def _load_json(name: str) -> dict[str, Any]:
     return data
 
 
+def _data_files(stem: str) -> list[str]:
+    """`<stem>.json` and every `<stem>_<provider>.json` beside it, in name order."""
+    names = [p.name for p in resources.files(__package__).iterdir()]
+    return [
+        f"{stem}.json",
+        *sorted(n for n in names if n.startswith(f"{stem}_") and n.endswith(".json")),
+    ]
+
+
 @cache
 def _catalog() -> dict[str, ModelInfo]:
     table: dict[str, ModelInfo] = {}
-    for raw in _load_json("models.json")["models"]:
+    raws = [raw for name in _data_files("models") for raw in _load_json(name)["models"]]
+    for raw in raws:
         info = ModelInfo(
             id=raw["id"],
             display_name=raw["display_name"],
@@ -56,8 +68,11 @@ def _catalog() -> dict[str, ModelInfo]:
             max_output_tokens=int(raw["max_output_tokens"]),
             prefill_allowed=bool(raw["prefill_allowed"]),
             unconfirmed=tuple(raw["unconfirmed"]),
+            provider=raw.get("provider", "anthropic"),
         )
         for name in (info.id, *info.aliases):
+            if name in table:
+                raise ValueError(f"model {name!r} is catalogued twice")
             table[name] = info
     return table
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..llm.anthropic_wire import usage_from_anthropic
 from ..llm.types import Usage
-from .catalog import UnknownModel, _load_json, get_model
+from .catalog import UnknownModel, _data_files, _load_json, get_model
 from .store import CacheUsage
 
 PER_TOKENS = 1_000_000
@@ -45,7 +45,9 @@ class CostBreakdown:
 
 @cache
 def _prices() -> dict[str, Price]:
-    raw: dict[str, dict[str, float]] = _load_json("pricing.json")["models"]
+    raw: dict[str, dict[str, float]] = {}
+    for name in _data_files("pricing"):
+        raw.update(_load_json(name)["models"])
     return {name: Price(**{k: float(v) for k, v in row.items()}) for name, row in raw.items()}
 
 

@@ -1,47 +1,34 @@
 """Every clause of the contract is executed by a test marked `@pytest.mark.clause("SG-…")`,
 and every marked clause exists. Prose that mentions a clause id proves nothing: only the
 marker counts, so a clause without a test that executes its behaviour fails here.
+
+How clauses and markers are read lives in `sessiongen._trace`, shared with the docs site's
+generated traceability page, so the page and this test cannot disagree.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
+from sessiongen import _trace
+
 ROOT = Path(__file__).resolve().parent.parent
-CONTRACT = ROOT / "contract" / "session-generate.md"
+CONTRACT = ROOT / _trace.CONTRACT_PATH
+_marked = _trace.marked_clauses
 
 
 def contract_clauses() -> set[str]:
     """The clause ids the contract defines (each opens a bold clause heading)."""
-    return set(re.findall(r"\*\*(SG-[A-Z]+-\d+)\b", CONTRACT.read_text()))
-
-
-def _marked(decorator: ast.expr) -> list[str]:
-    """The clause ids of one `pytest.mark.clause("…", …)` decorator, else []."""
-    if not (
-        isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "pytest.mark.clause"
-    ):
-        return []
-    return [a.value for a in decorator.args if isinstance(a, ast.Constant)]
+    return {clause.id for clause in _trace.contract_clauses(ROOT)}
 
 
 def marked_tests() -> dict[str, set[str]]:
     """clause id -> the tests (`path::name`) marked as executing it."""
-    found: dict[str, set[str]] = {}
-    for path in sorted(ROOT.joinpath("tests").rglob("test_*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            if not node.name.startswith("test"):
-                continue
-            for decorator in node.decorator_list:
-                for clause in _marked(decorator):
-                    test = f"{path.relative_to(ROOT)}::{node.name}"
-                    found.setdefault(clause, set()).add(test)
-    return found
+    return {
+        clause: {test.node_id for test in tests}
+        for clause, tests in _trace.marked_tests(ROOT).items()
+    }
 
 
 def test_every_clause_is_executed_by_a_marked_test() -> None:
@@ -54,6 +41,14 @@ def test_every_clause_is_executed_by_a_marked_test() -> None:
 def test_every_marked_clause_exists() -> None:
     unknown = sorted(set(marked_tests()) - contract_clauses())
     assert unknown == [], f"tests are marked with clauses the contract does not define: {unknown}"
+
+
+def test_every_clause_heading_has_a_title_or_none() -> None:
+    """The heading parser sees every bold clause id, with its title and line."""
+    text = CONTRACT.read_text(encoding="utf-8").splitlines()
+    for clause in _trace.contract_clauses(ROOT):
+        assert f"**{clause.id}" in text[clause.line - 1], clause
+        assert clause.title == "" or clause.title in " ".join(text[clause.line - 1 :][:3]), clause
 
 
 def test_a_mention_is_not_a_marker(tmp_path: Path) -> None:

@@ -48,9 +48,12 @@ CHROMIUM_FLAGS = [
     "--no-proxy-server",
 ]
 INSTALL_HINT = (
-    "/usr/bin/chromium is missing: the docs tests need Debian's Chromium. Install it with "
-    "`apt-get update && apt-get install -y chromium` (as root; .ci/run does this in CI)."
+    "no Chromium for the browser tests: install Debian's with "
+    "`apt-get update && apt-get install -y chromium` (as root; .ci/run does this in CI), or "
+    "Playwright's build with `uv run playwright install chromium`. "
+    "With SESSIONGEN_REQUIRE_BROWSER=1 (set by .ci/run) a missing browser fails instead."
 )
+REQUIRE_BROWSER = "SESSIONGEN_REQUIRE_BROWSER"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 BUILD_TIMEOUT = 120.0
 PAGE_TIMEOUT_MS = 15_000
@@ -118,9 +121,113 @@ def base_url(site: BuiltSite) -> Iterator[str]:
 
 def test_site_builds_strict(site: BuiltSite) -> None:
     """Every nav page is built; strict mode already turned any warning into a failure."""
-    for page in ("index", "contract", "emulator", "errors", "notebooks", "benchmarks"):
+    pages = ("index", "contract", "emulator", "errors", "notebooks", "benchmarks")
+    for page in (*pages, "traceability", "api"):
         assert (site.root / f"{page}.html").is_file(), f"{page}.html was not built"
     assert "WARNING" not in site.output
+
+
+# --- clause anchors, traceability, notebooks, API --------------------------------------------
+
+
+def _clauses() -> list[Any]:
+    from sessiongen import _trace
+
+    return _trace.contract_clauses(ROOT)
+
+
+def test_contract_has_an_anchor_per_clause(site: BuiltSite) -> None:
+    """Each clause heading on the rendered contract is an element with `id="sg-…"` and a
+    permalink to itself, so a review comment can link to `contract.html#sg-warm-1`; a clause
+    id mentioned elsewhere on the page links there too."""
+    text = (site.root / "contract.html").read_text(encoding="utf-8")
+    clauses = _clauses()
+    assert len(clauses) >= 20
+    for clause in clauses:
+        anchor = clause.id.lower()
+        assert re.search(rf'<p id="{anchor}" class="sg-clause"><strong[^>]*>{clause.id}\b', text), (
+            f"no anchor for {clause.id}"
+        )
+        assert f'href="#{anchor}"' in text, f"no permalink for {clause.id}"
+    # "One logged request each (SG-INV-3)." in SG-FAIL-6: a mention becomes a link.
+    assert re.search(r'<a class="sg-clause-ref" href="#sg-inv-3"[^>]*>SG-INV-3</a>', text)
+    warming = (site.root / "warming.html").read_text(encoding="utf-8")
+    assert 'href="contract.html#sg-inv-1"' in warming, "a mention on another page is not linked"
+
+
+def test_traceability_page_lists_every_clause_with_its_tests(site: BuiltSite) -> None:
+    """The generated traceability page has one row per contract clause, each with at least
+    one test link to a line of the test's source (shipped with the site), and each link
+    lands on the line of a test's `def`."""
+    text = (site.root / "traceability.html").read_text(encoding="utf-8")
+    rows = re.findall(r"<tr>(.*?)</tr>", text, re.S)
+    by_clause = {}
+    for row in rows:
+        found = re.search(r'href="contract\.html#(sg-[a-z]+-\d+)"', row)
+        if found:
+            by_clause[found.group(1)] = row
+    missing = [c.id for c in _clauses() if c.id.lower() not in by_clause]
+    assert not missing, f"clauses missing from the traceability page: {missing}"
+    for clause in _clauses():
+        links = re.findall(
+            r'href="source/(tests/[^"#]+\.py)\.html#L-(\d+)"', by_clause[clause.id.lower()]
+        )
+        assert links, f"{clause.id}: no test link with a line number"
+        for path, line in links:
+            source = (ROOT / path).read_text(encoding="utf-8").splitlines()
+            assert re.search(r"def test", source[int(line) - 1]), (clause.id, path, line)
+            page = site.root / "source" / f"{path}.html"
+            assert f'id="L-{line}"' in page.read_text(encoding="utf-8"), (path, line)
+    assert 'href="notebooks/03-cache-ttl-warming.html"' in by_clause["sg-keep-1"]
+
+
+def test_notebooks_are_rendered_with_their_outputs(site: BuiltSite) -> None:
+    """Every notebook is a page of the site with its stored outputs (nothing is executed at
+    build time), figures as inline PNGs, and the Notebooks page links to each."""
+    listing = (site.root / "notebooks.html").read_text(encoding="utf-8")
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        built = site.root / "notebooks" / f"{notebook.stem}.html"
+        assert built.is_file(), f"{notebook.name} was not rendered"
+        assert f'href="notebooks/{notebook.stem}.html"' in listing, notebook.name
+        stored = json.loads(notebook.read_text(encoding="utf-8"))
+        pngs = sum(
+            "image/png" in output.get("data", {})
+            for cell in stored["cells"]
+            for output in cell.get("outputs", [])
+        )
+        html = built.read_text(encoding="utf-8")
+        assert html.count('src="data:image/png;base64,') >= pngs, notebook.name
+    figures = (site.root / "notebooks" / "03-cache-ttl-warming.html").read_text("utf-8")
+    assert "data:image/png;base64," in figures, "notebook 03's figures are not rendered"
+
+
+def test_api_page_documents_the_public_surface(site: BuiltSite) -> None:
+    """The API reference has an entry for every name of `sessiongen.__all__` and of the
+    public modules' `__all__` (for `sessiongen.errors`, which has none, every exception it
+    defines)."""
+    import importlib
+
+    text = (site.root / "api.html").read_text(encoding="utf-8")
+    missing = []
+    for name in ("sessiongen", "sessiongen.warming", "sessiongen.client", "sessiongen.errors"):
+        module = importlib.import_module(name)
+        public = getattr(module, "__all__", None) or [
+            n
+            for n, v in vars(module).items()
+            if isinstance(v, type) and v.__module__ == name and not n.startswith("_")
+        ]
+        for member in public:
+            # A function named like the submodule defining it is documented from there.
+            ids = (f'id="{name}.{member}"', f'id="{name}.{member}.{member}"')
+            if not any(i in text for i in ids):
+                missing.append(f"{name}.{member}")
+    plugins = importlib.import_module("sessiongen.plugins")
+    missing += [
+        f"sessiongen.plugins.{m}"
+        for m in plugins.__all__
+        if f'id="sessiongen.plugins.{m}"' not in text
+    ]
+    assert not missing, f"not on the API page: {missing}"
 
 
 # --- no external resources in the built files ---------------------------------------------
@@ -172,7 +279,8 @@ class _ResourceScanner(HTMLParser):
         if "data-md-component" in values:
             self.components.add(values["data-md-component"])
         for name, value in values.items():
-            if name in _SRC_ATTRS:
+            # A data: URI (a notebook's figure) is inline; a `//` inside its base64 is no URL.
+            if name in _SRC_ATTRS and not value.lstrip().lower().startswith("data:"):
                 self.loads += [u for u in re.findall(_EXTERNAL, value)]
         href = values.get("href") or values.get("xlink:href") or ""
         if tag == "link":
@@ -424,19 +532,19 @@ def _is_local(url: str) -> bool:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    """Debian's Chromium driven by Playwright (never `playwright install`, which downloads a
-    browser build), with a fresh profile. Any request to a host that is not loopback is
-    recorded and then aborted, so a regression fails fast instead of waiting on a timeout."""
-    if not CHROMIUM.exists():
-        pytest.fail(INSTALL_HINT)
+    """Debian's Chromium (else the build `uv run playwright install chromium` put in
+    Playwright's cache) driven by Playwright, with a fresh profile. Any request to a host
+    that is not loopback is recorded and then aborted, so a regression fails fast instead of
+    waiting on a timeout."""
     from playwright.sync_api import Route, sync_playwright
 
     profile = tmp_path_factory.mktemp("chromium-profile")
     shots = tmp_path_factory.mktemp("screenshots")
     with sync_playwright() as playwright:
+        executable = _chromium(playwright)
         context = playwright.chromium.launch_persistent_context(
             str(profile),
-            executable_path=str(CHROMIUM),
+            executable_path=str(executable),
             headless=True,
             args=CHROMIUM_FLAGS,
             viewport={"width": 1366, "height": 900},
@@ -459,6 +567,20 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
             context.close()
 
 
+def _chromium(playwright: Any) -> Path:
+    """The browser to drive: Debian's, else Playwright's own build; when neither is
+    installed the test skips with how to install one, or fails when the environment says
+    a browser is required (CI)."""
+    if CHROMIUM.exists():
+        return CHROMIUM
+    bundled = Path(playwright.chromium.executable_path)
+    if bundled.exists():
+        return bundled
+    if os.environ.get(REQUIRE_BROWSER) == "1":
+        pytest.fail(INSTALL_HINT)
+    pytest.skip(INSTALL_HINT)
+
+
 def _open(browser: Browser, url: str) -> Any:
     page = browser.context.new_page()
     page.set_default_timeout(PAGE_TIMEOUT_MS)
@@ -475,12 +597,11 @@ def test_pages_render_and_navigate_offline(request: pytest.FixtureRequest, base_
     titles and headings a reviewer sees, working navigation and search, no request to any
     host but loopback and no script error. Screenshots land in the test's tmp dir.
 
-    A missing Chromium is a failure, not a skip: CI installs it, so a skip would only hide a
-    broken install step."""
+    Without Chromium this skips, saying how to install it; CI sets
+    SESSIONGEN_REQUIRE_BROWSER=1, which turns the skip into a failure, so a broken install
+    step cannot hide behind a skip."""
     from playwright.sync_api import expect
 
-    if not CHROMIUM.exists():
-        pytest.fail(INSTALL_HINT)
     browser: Browser = request.getfixturevalue("browser")
     started = time.monotonic()
     page = _open(browser, base_url + "/index.html")
@@ -521,6 +642,56 @@ def test_pages_render_and_navigate_offline(request: pytest.FixtureRequest, base_
     assert not browser.errors, f"browser errors: {browser.errors}"
     assert (browser.shots / "contract.png").stat().st_size > 10_000
     print(f"screenshots in {browser.shots} ({time.monotonic() - started:.1f}s in the browser)")
+
+
+def test_clause_anchor_traceability_and_notebook_in_browser(
+    request: pytest.FixtureRequest, base_url: str
+) -> None:
+    """What a review comment links to: `contract.html#sg-warm-1` lands on that clause; the
+    traceability matrix shows a row per clause and its test links open the test's line; a
+    notebook page shows its stored figures as images, all with no request off loopback."""
+    from playwright.sync_api import expect
+
+    browser: Browser = request.getfixturevalue("browser")
+    first_request, first_error = len(browser.requests), len(browser.errors)
+    page = _open(browser, base_url + "/contract.html#sg-warm-1")
+    try:
+        clause = page.locator("#sg-warm-1")
+        expect(clause).to_be_visible()
+        expect(clause).to_contain_text("SG-WARM-1 · Warming shape.")
+        expect(clause).to_be_in_viewport()
+        expect(clause.locator("a.headerlink")).to_have_attribute("href", "#sg-warm-1")
+        page.screenshot(path=browser.shots / "contract-sg-warm-1.png")
+
+        page.goto(base_url + "/traceability.html", wait_until="load")
+        expect(page).to_have_title("Traceability - sessiongen")
+        rows = page.locator("article table tbody tr")
+        expect(rows).to_have_count(len(_clauses()))
+        row = rows.filter(has_text="SG-WARM-1")
+        expect(row.locator('a[href*=".py.html#L-"]').first).to_be_visible()
+        page.screenshot(path=browser.shots / "traceability.png", full_page=True)
+        row.locator('a[href*=".py.html#L-"]').first.click()
+        expect(page).to_have_url(re.compile(r"/source/tests/.+\.py\.html#L-\d+$"))
+        target = page.url.rsplit("#", 1)[1]
+        expect(page.locator(f"[id='{target}']")).to_contain_text("def test")
+        page.screenshot(path=browser.shots / "test-source.png")
+
+        page.goto(base_url + "/notebooks/03-cache-ttl-warming.html", wait_until="load")
+        figure = page.locator("article .jp-RenderedImage img").first
+        figure.scroll_into_view_if_needed()
+        expect(figure).to_be_visible()
+        width = figure.evaluate("img => img.complete ? img.naturalWidth : 0")
+        assert width > 100, f"notebook 03's first figure did not render ({width}px wide)"
+        page.screenshot(path=browser.shots / "notebook-03.png", full_page=True)
+        page.wait_for_load_state("networkidle")
+    finally:
+        page.close()
+
+    external = [u for u in browser.requests[first_request:] if not _is_local(u)]
+    assert not external, f"pages asked for non-loopback hosts: {external}"
+    assert not browser.errors[first_error:], f"browser errors: {browser.errors[first_error:]}"
+    assert (browser.shots / "notebook-03.png").stat().st_size > 50_000
+    print(f"screenshots in {browser.shots}")
 
 
 def test_warming_page_examples_run(tmp_path: Path) -> None:

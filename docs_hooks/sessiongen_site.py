@@ -1,0 +1,201 @@
+"""MkDocs hook (mkdocs.yml `hooks:`) for the sessiongen site: clause anchors, the generated
+traceability page, the notebooks and the test sources the traceability page links to.
+
+- Every clause heading of the rendered contract (`**SG-WARM-1 · Warming shape.**`) becomes an
+  element with `id="sg-warm-1"` and a permalink, so a review comment can link to
+  `contract.html#sg-warm-1`; every other plain-text mention of a clause id, on any page,
+  links there. The contract's text is not edited: this works on the rendered HTML.
+- `traceability.md` is generated at build time from the contract, the
+  `@pytest.mark.clause` markers and the notebooks, by `sessiongen._trace` (the module
+  `tests/test_contract_trace.py` uses), so the page and the trace test cannot disagree.
+- The notebooks in `notebooks/` join the site as pages (mkdocs-jupyter renders them with
+  their stored outputs), and each test file a marker is in joins it as a static,
+  highlighted source page with one anchor per line (`#L-42`), so the links work offline.
+- MathJax and mermaid script tags that nbconvert's template adds (loaded from a CDN) are
+  removed from notebook pages: the notebooks use neither, and the site loads nothing remote.
+"""
+
+from __future__ import annotations
+
+import html
+import posixpath
+import re
+from pathlib import Path
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+from sessiongen import _trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACEABILITY = "traceability.md"
+CONTRACT_PAGE = "contract.md"
+SOURCE_DIR = "source"  # test sources, as static pages, under site/source/tests/...
+NOTEBOOKS_DIR = "notebooks"
+
+_CLAUSE_HEADING = re.compile(r"<p><strong>((SG-[A-Z]+-\d+)\b[^<]*)</strong>")
+_TAG = re.compile(r"(<!--.*?-->|<[^>]*>)", re.S)
+_TAG_NAME = re.compile(r"<\s*(/?)\s*([a-zA-Z][a-zA-Z0-9]*)")
+# Text inside these is never turned into a clause link: code, existing links, headings.
+_NO_LINK = frozenset({"a", "code", "pre", "script", "style", "textarea", "title"}) | {
+    f"h{n}" for n in range(1, 7)
+}
+# What nbconvert's template adds to each notebook page; both would load from a CDN.
+_NB_REMOTE_BLOCKS = (
+    re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S),
+    re.compile(r"<script type=\"module\">(?:(?!</script>).)*?mermaid.*?</script>", re.S),
+    re.compile(r"<script[^>]*src=\"https?://[^\"]*mermaid[^\"]*\"[^>]*>\s*</script>", re.S),
+)
+
+_clauses: dict[str, _trace.Clause] = {}
+
+
+# --- files ---------------------------------------------------------------------------------
+
+
+@event_priority(100)  # before mkdocs-jupyter's on_files, so it wraps the notebooks
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    _clauses.clear()
+    _clauses.update((c.id, c) for c in _trace.contract_clauses(ROOT))
+    tests = _trace.marked_tests(ROOT)
+    for notebook in sorted((ROOT / NOTEBOOKS_DIR).glob("*.ipynb")):
+        files.append(
+            File(
+                f"{NOTEBOOKS_DIR}/{notebook.name}",
+                str(ROOT),
+                config.site_dir,
+                config.use_directory_urls,
+            )
+        )
+    for path in sorted({t.path for ts in tests.values() for t in ts}):
+        files.append(
+            File.generated(config, f"{SOURCE_DIR}/{path}.html", content=_source_page(path))
+        )
+    files.append(File.generated(config, TRACEABILITY, content=_traceability(tests)))
+    return files
+
+
+def _source_page(path: str) -> str:
+    """One test file as a standalone highlighted page, each line a `#L-N` target."""
+    formatter = HtmlFormatter(linenos="inline", linespans="L", cssclass="source")
+    code = highlight((ROOT / path).read_text(encoding="utf-8"), PythonLexer(), formatter)
+    css = formatter.get_style_defs(".source")
+    back = posixpath.relpath("traceability.html", posixpath.dirname(f"{SOURCE_DIR}/{path}"))
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(path)} - sessiongen</title>"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<style>{css}\nbody{{font-family:system-ui,sans-serif;margin:1rem 2rem}}"
+        ".source pre{font-size:13px;line-height:1.45}"
+        "span[id]{scroll-margin-top:8em}span[id]:target{background:#fff3a8}</style>"
+        f'</head><body><p><a href="{back}">Traceability</a></p>'
+        f"<h1><code>{html.escape(path)}</code></h1>{code}</body></html>\n"
+    )
+
+
+def _traceability(tests: dict[str, list[_trace.MarkedTest]]) -> str:
+    mentions = _trace.notebook_mentions(ROOT)
+    rows = []
+    for clause in _clauses.values():
+        links = "<br><br>".join(
+            f"[`{t.path}:{t.line}`]({SOURCE_DIR}/{t.path}.html#L-{t.line})<br>`{t.name}`"
+            for t in tests.get(clause.id, [])
+        )
+        notebooks = "<br>".join(
+            f"[`{name}`]({NOTEBOOKS_DIR}/{name})" for name in mentions.get(clause.id, [])
+        )
+        title = clause.title.replace("|", "\\|") or "(purpose)"
+        rows.append(
+            f"| [{clause.id}]({CONTRACT_PAGE}#{clause.anchor}) | {title} "
+            f"| {links or '**none**'} | {notebooks} |"
+        )
+    total = sum(len(ts) for cid, ts in tests.items() if cid in _clauses)
+    return "\n".join(
+        [
+            "---",
+            "hide: [toc]",  # the matrix needs the width; the page has no sections
+            "---",
+            "",
+            "# Traceability",
+            "",
+            "Generated when the site is built, from `contract/session-generate.md`, the",
+            '`@pytest.mark.clause("SG-…")` markers in `tests/` and the notebooks, by the same',
+            "code as `tests/test_contract_trace.py` (which fails when a clause has no marked",
+            "test). A test counts only by its marker; a notebook is listed when a cell mentions",
+            "the clause id. Each test links to its line in a copy of the source shipped with",
+            "the site.",
+            "",
+            f"{len(_clauses)} clauses, {total} marked tests.",
+            "",
+            "| clause | title | tests (file:line, name) | notebooks |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
+
+
+# --- pages ---------------------------------------------------------------------------------
+
+
+def on_page_content(html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    if page.file.src_uri.endswith(".ipynb"):
+        for block in _NB_REMOTE_BLOCKS:
+            html_text = block.sub("", html_text)
+    if page.file.src_uri == CONTRACT_PAGE:
+        html_text = _CLAUSE_HEADING.sub(_clause_heading, html_text)
+        if page.present_anchor_ids is not None:  # so links to #sg-… validate like any anchor
+            page.present_anchor_ids |= {c.anchor for c in _clauses.values()}
+        contract_url = ""
+    else:
+        contract_url = posixpath.relpath("contract.html", posixpath.dirname(page.file.url) or ".")
+    return _link_mentions(html_text, contract_url)
+
+
+def _clause_heading(match: re.Match[str]) -> str:
+    text, clause_id = match.group(1), match.group(2)
+    if clause_id not in _clauses:
+        return match.group(0)
+    anchor = _clauses[clause_id].anchor
+    return (
+        f'<p id="{anchor}" class="sg-clause"><strong class="sg-clause-id">{text}</strong>'
+        f'<a class="headerlink" href="#{anchor}" title="Link to {clause_id}">¶</a>'
+    )
+
+
+def _link_mentions(html_text: str, contract_url: str) -> str:
+    """Each clause id in running text becomes a link to its anchor on the contract page;
+    code, links, headings and the clause headings themselves are left alone."""
+    out: list[str] = []
+    skipping: list[str] = []
+    for part in _TAG.split(html_text):
+        if part.startswith("<"):
+            tag = _TAG_NAME.match(part)
+            if tag:
+                closing, name = tag.group(1) == "/", tag.group(2).lower()
+                if closing and skipping and skipping[-1] == name:
+                    skipping.pop()
+                elif (
+                    not closing
+                    and not part.endswith("/>")
+                    and (name in _NO_LINK or (name == "strong" and "sg-clause-id" in part))
+                ):
+                    skipping.append(name)
+            out.append(part)
+        elif skipping or "SG-" not in part:
+            out.append(part)
+        else:
+            out.append(_trace.CLAUSE_ID.sub(lambda m: _mention(m, contract_url), part))
+    return "".join(out)
+
+
+def _mention(match: re.Match[str], contract_url: str) -> str:
+    clause = _clauses.get(match.group(0))
+    if clause is None:
+        return match.group(0)
+    title = html.escape(clause.title or clause.id, quote=True)
+    return f'<a class="sg-clause-ref" href="{contract_url}#{clause.anchor}" title="{title}">{match.group(0)}</a>'

@@ -112,10 +112,60 @@ def count_request_tokens(request: LLMRequest) -> int:
     # Imported here: the llm package imports this module (the scripted client counts usage).
     from .llm.anthropic_wire import lower_request  # Anthropic is the only provider today
 
-    return count_body_tokens(lower_request(request))
+    return count_model_body_tokens(lower_request(request))
 
 
 def total_input_tokens(uncached: int, cache_read: int, cache_write: int) -> int:
     """Total input, as Anthropic defines it: `cache_read_input_tokens +
     cache_creation_input_tokens + input_tokens`. The one definition; usage types call it."""
     return uncached + cache_read + cache_write
+
+
+# --- per-model adjustments (the model catalog's tokenizer family and tool-use prompt) -----
+
+
+def scale_tokens(tokens: int, multiplier: float) -> int:
+    """`tokens` of the byte-based counter in a tokenizer that makes `multiplier` times as
+    many: rounded up, in integer per-mille arithmetic so both sides round alike."""
+    per_mille = round(multiplier * 1000)
+    return (tokens * per_mille + 999) // 1000
+
+
+def body_positions(body: Mapping[str, Any]) -> list[int]:
+    """The byte-based count of each position of a Messages wire body, in prefix order (one
+    per tool definition, system block and message content block): the positions the cache
+    model flattens, so `sum(body_positions(b)) == count_body_tokens(b)`."""
+    counts = [count_tool_definition_tokens(tool) for tool in body.get("tools") or []]
+    counts += [count_content_tokens(block) for block in content_blocks(body.get("system"))]
+    for message in body.get("messages") or []:
+        counts += [count_content_tokens(b) for b in content_blocks(message.get("content"))]
+    return counts
+
+
+def model_positions(
+    counts: list[int], body: Mapping[str, Any], *, tool_prompt: bool = False
+) -> list[int]:
+    """`counts` (one per position of `body`) as the model named by `body["model"]` counts
+    them: each scaled by its tokenizer family's multiplier; with `tool_prompt`, the first also
+    carries the tool-use system prompt the API adds when `tools` are present (its place in
+    the prefix is UNCONFIRMED; at the start, it counts toward every prefix, so toward the
+    minimum cacheable length). An unknown model is counted unadjusted."""
+    from .cache.catalog import UnknownModel, get_model  # the cache package imports this one
+
+    try:
+        info = get_model(str(body.get("model", "")))
+    except UnknownModel:
+        return list(counts)
+    adjusted = [scale_tokens(n, info.token_multiplier) for n in counts]
+    if tool_prompt and body.get("tools") and adjusted:
+        choice = body.get("tool_choice")
+        choice_type = choice.get("type") if isinstance(choice, Mapping) else None
+        adjusted[0] += info.tool_prompt_tokens(choice_type)
+    return adjusted
+
+
+def count_model_body_tokens(body: Mapping[str, Any], *, tool_prompt: bool = False) -> int:
+    """Input tokens of a Messages wire body for its model (`model_positions`): what the
+    emulator's `count_tokens` answers and its `usage` adds up to (with the same
+    `tool_prompt` setting)."""
+    return sum(model_positions(body_positions(body), body, tool_prompt=tool_prompt))

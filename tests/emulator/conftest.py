@@ -15,7 +15,7 @@ from sessiongen.emulator import BackgroundServer, EmulatorState, create_app
 
 ASGI_URL = "http://emulator"
 MODEL = "claude-sonnet-4-6"  # minimum cacheable prompt 1,024 tokens; rejects prefill
-PREFILL_MODEL = "claude-opus-4-1"  # minimum 1,024; accepts prefill; not deprecated in the SDK
+PREFILL_MODEL = "claude-haiku-4-5"  # minimum 4,096; accepts prefill; active, no SDK warning
 POLL_ROUNDS = 2000  # x POLL_INTERVAL: a generous bound, reached only when a test is broken
 POLL_INTERVAL = 0.005
 

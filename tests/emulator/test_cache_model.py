@@ -302,7 +302,6 @@ def test_catalog_prefill_and_aliases() -> None:
     assert not get_model("claude-opus-5").prefill_allowed
     assert get_model("claude-opus-4-5").prefill_allowed
     assert get_model("claude-sonnet-4-5-20250929").id == "claude-sonnet-4-5"
-    assert all(m.context_window == 200_000 for m in list_models())
     with pytest.raises(UnknownModel):
         get_model("claude-unknown")
 
@@ -311,8 +310,8 @@ def test_prices_follow_the_documented_multipliers() -> None:
     """ "5-minute cache write tokens are 1.25 times the base input tokens price; 1-hour cache
     write tokens are 2 times ...; Cache read tokens are 0.1 times"."""
     for model in list_models():
-        if model.id == "claude-mythos-preview":
-            continue  # not in the pricing table
+        if model.provider != "anthropic" or model.id == "claude-mythos-preview":
+            continue  # Anthropic's multipliers; Mythos Preview is not in the pricing table
         p = price(model.id)
         assert p.cache_write_5m == pytest.approx(1.25 * p.input), model.id
         assert p.cache_write_1h == pytest.approx(2 * p.input), model.id

@@ -262,7 +262,7 @@ async def test_automatic_caching_walks_back_over_ineligible_blocks(emu: Emu) -> 
     silently walks backwards to find the nearest eligible block": a trailing thinking block
     ("Thinking blocks cannot be cached directly") stays uncached input."""
     messages = [
-        user(text_block(1100, "walk")),
+        user(text_block(4100, "walk")),
         {
             "role": "assistant",
             "content": [{"type": "thinking", "thinking": filler(30, "think"), "signature": "s"}],
@@ -271,7 +271,7 @@ async def test_automatic_caching_walks_back_over_ineligible_blocks(emu: Emu) -> 
     message = await emu.create(
         model=PREFILL_MODEL, messages=messages, cache_control={"type": "ephemeral"}
     )
-    assert usage_tuple(message.usage) == (0, 0, 1100, 30)
+    assert usage_tuple(message.usage) == (0, 0, 4100, 30)
 
 
 async def test_automatic_caching_is_noop_with_same_ttl_marker(emu: Emu) -> None:

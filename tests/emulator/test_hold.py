@@ -87,9 +87,9 @@ async def test_holds_add_up(emu: Emu) -> None:
 
 @pytest.mark.parametrize("bad", [{}, {"count": 0}, {"count": -1}, {"count": 1, "extra": 1}])
 async def test_hold_body_is_validated(emu: Emu, bad: dict[str, Any]) -> None:
-    """count is required and >= 1; unknown fields are rejected (422, FastAPI's detail)."""
+    """count is required and >= 1; unknown fields are rejected (400 in the API's error shape)."""
     response = await emu.admin.post("/_emulator/hold", json=bad)
-    assert response.status_code == 422 and "detail" in response.json()
+    assert response.status_code == 400 and response.json()["type"] == "error"
     assert await emu.hold_status() == {"pending": 0, "waiting": 0}
 
 

@@ -23,6 +23,7 @@ LOG_FIELDS = {
     "stream",
     "headers",
     "raw_body",
+    "provider",
 }
 
 

@@ -143,11 +143,11 @@ def test_the_window_comes_from_the_catalog() -> None:
     """The engine's window is the catalog's, for the model the request goes to, and follows
     it when a test changes it."""
     request = REQUESTS["plain text"]
-    assert context_window(request) == get_model(MODEL).context_window == 200_000
+    assert context_window(request) == get_model(MODEL).context_window == 1_000_000
     with override_model(MODEL, context_window=1200) as changed:
         assert changed.context_window == 1200
         assert context_window(request) == get_model(MODEL).context_window == 1200
-    assert context_window(request) == 200_000
+    assert context_window(request) == 1_000_000
 
 
 def test_override_model_covers_aliases_and_always_restores() -> None:

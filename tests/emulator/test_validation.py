@@ -122,7 +122,7 @@ async def test_prefill_is_rejected_on_models_that_do_not_support_it(emu: Emu) ->
 
 
 async def test_prefill_is_accepted_on_older_models(emu: Emu) -> None:
-    """Prefill is only rejected "on 4.6+ models": Opus 4.1 continues the assistant turn."""
+    """Prefill is only rejected "on 4.6+ models": Haiku 4.5 continues the assistant turn."""
     messages = [user(text_block(5, "q")), {"role": "assistant", "content": "The answer is"}]
     message = await emu.create(model=PREFILL_MODEL, messages=messages)
     assert message.stop_reason == "end_turn"
@@ -131,7 +131,9 @@ async def test_prefill_is_accepted_on_older_models(emu: Emu) -> None:
 async def test_prompt_too_long_is_rejected(emu: Emu) -> None:
     """ "prompt is too long: 200082 tokens > 200000 maximum" (AD:…/context-windows; observed
     text in RipperTs/claude-code-relay#23)."""
-    error = await bad_request(emu, messages=[user(text_block(200_001, "long"))])
+    error = await bad_request(
+        emu, model="claude-haiku-4-5", messages=[user(text_block(200_001, "long"))]
+    )
     assert message_of(error) == "prompt is too long: 200001 tokens > 200000 maximum"
 
 
@@ -192,14 +194,15 @@ async def test_unknown_model_is_not_found(emu: Emu) -> None:
 
 
 async def test_max_tokens_above_the_model_limit_is_rejected(emu: Emu) -> None:
-    """max_tokens beyond the model's output limit (Haiku 3.5: 8,192) is an
+    """max_tokens beyond the model's output limit (Sonnet 4.6: 128k, "A single request to any
+    model with a 1M-token context window can generate up to 128k output tokens") is an
     invalid_request_error."""
     error = await bad_request(
-        emu, model="claude-3-5-haiku-latest", max_tokens=9000, messages=[user(text_block(5, "q"))]
+        emu, max_tokens=128_001, messages=[user(text_block(5, "q"))], timeout=60
     )
     assert message_of(error) == (
-        "max_tokens: 9000 > 8192, which is the maximum allowed number of output tokens for "
-        "claude-3-5-haiku-latest"
+        "max_tokens: 128001 > 128000, which is the maximum allowed number of output tokens for "
+        "claude-sonnet-4-6"
     )
 
 

@@ -1,4 +1,5 @@
-"""Per-model facts (minimum cacheable length, context window, output limit, prefill) loaded
+"""Per-model facts (minimum cacheable length, context window, output limit, prefill,
+retirement, tokenizer family, tool-use system prompt) loaded
 from `models.json` (Anthropic's models) and one `models_<provider>.json` per other provider,
 with alias resolution."""
 
@@ -37,6 +38,22 @@ class ModelInfo:
     prefill_allowed: bool
     unconfirmed: tuple[str, ...]
     provider: str = "anthropic"
+    retired: str | None = None
+    """The retirement date (ISO) on the provider's own API; requests to the model then fail."""
+    tokenizer: str = "claude"
+    token_multiplier: float = 1.0
+    """How many tokens the model's tokenizer makes of what the byte-based counter calls one
+    (the `tokenizers` table of the data file, by `tokenizer` family)."""
+    thinking_types: tuple[str, ...] = ("enabled", "disabled", "adaptive")
+    """The `thinking.type` values the model accepts; any other is a 400."""
+    tool_system_prompt_tokens: tuple[int, int] = (0, 0)
+    """Tokens of the system prompt the API adds when `tools` are present: with tool choice
+    `auto` or `none`, and with `any` or `tool`."""
+
+    def tool_prompt_tokens(self, tool_choice: str | None) -> int:
+        """The tool-use system prompt for a request with tools and this tool choice type."""
+        auto_none, any_tool = self.tool_system_prompt_tokens
+        return any_tool if tool_choice in ("any", "tool") else auto_none
 
 
 def _load_json(name: str) -> dict[str, Any]:
@@ -57,8 +74,14 @@ def _data_files(stem: str) -> list[str]:
 @cache
 def _catalog() -> dict[str, ModelInfo]:
     table: dict[str, ModelInfo] = {}
-    raws = [raw for name in _data_files("models") for raw in _load_json(name)["models"]]
+    files = [_load_json(name) for name in _data_files("models")]
+    multipliers: dict[str, float] = {}
+    for data in files:
+        multipliers.update(data.get("tokenizers") or {})
+    raws = [raw for data in files for raw in data["models"]]
     for raw in raws:
+        tokenizer = str(raw.get("tokenizer", "claude"))
+        tool_prompt = raw.get("tool_system_prompt_tokens") or {}
         info = ModelInfo(
             id=raw["id"],
             display_name=raw["display_name"],
@@ -69,6 +92,14 @@ def _catalog() -> dict[str, ModelInfo]:
             prefill_allowed=bool(raw["prefill_allowed"]),
             unconfirmed=tuple(raw["unconfirmed"]),
             provider=raw.get("provider", "anthropic"),
+            retired=raw.get("retired"),
+            tokenizer=tokenizer,
+            token_multiplier=float(multipliers.get(tokenizer, 1.0)),
+            thinking_types=tuple(raw.get("thinking_types", ("enabled", "disabled", "adaptive"))),
+            tool_system_prompt_tokens=(
+                int(tool_prompt.get("auto_none", 0)),
+                int(tool_prompt.get("any_tool", 0)),
+            ),
         )
         for name in (info.id, *info.aliases):
             if name in table:

@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException
@@ -28,6 +30,11 @@ API_PREFIX = "/v1/"
 # in-process (the test's own event loop) and under uvicorn in another thread.
 HOLD_POLL_SECONDS = 0.002
 RESET_WHILE_HELD = "The emulator was reset while this request was held."
+ADMIN_PREFIX = "/_emulator/"
+# AD:api/errors, "Request size limits": "Messages API | 32 MB", "Token Counting API | 32 MB";
+# "If you exceed these limits, you'll receive a 413 `request_too_large` error." Whether MB is
+# 10^6 or 2^20 bytes is UNCONFIRMED; the emulator takes the larger.
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
 
 class ClockUpdate(BaseModel):
@@ -50,9 +57,13 @@ class ScriptUpdate(BaseModel):
 
 
 class ConfigUpdate(BaseModel):
+    """Settings the docs give no number for; each is optional, an omitted one is unchanged."""
+
     model_config = ConfigDict(extra="forbid")
 
-    ttft: float = Field(ge=0)
+    ttft: float | None = Field(default=None, ge=0)
+    linger: float | None = Field(default=None, ge=0)
+    tool_prompt: bool | None = None
 
 
 class HoldUpdate(BaseModel):
@@ -83,6 +94,15 @@ def _error_response(
     )
 
 
+def _validation_message(exc: RequestValidationError) -> str:
+    """`loc: msg` of each pydantic error, joined: `count: Input should be greater than ...`."""
+    parts = []
+    for error in exc.errors():
+        loc = ".".join(str(x) for x in error.get("loc", ()) if x != "body")
+        parts.append(f"{loc}: {error.get('msg', 'invalid')}" if loc else str(error.get("msg")))
+    return "; ".join(parts) or "Invalid request"
+
+
 def _headers(request: Request) -> dict[str, str]:
     """The request headers by lower-case name; a repeated header's values joined by ", "."""
     return {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
@@ -102,6 +122,20 @@ async def _handle(
     raw = await request.body()
     request_id = state.next_request_id()
     started_at = state.clock.now()
+    if len(raw) > MAX_REQUEST_BYTES:
+        # Answered before anything else, as Cloudflare answers it before the API (AD:api/errors).
+        state.record(
+            request_id=request_id,
+            path=path,
+            started_at=started_at,
+            body=None,
+            status=413,
+            usage=None,
+            stream=False,
+            headers=_headers(request),
+            raw_body=b"",
+        )
+        return _error_response(413, request_id, error_type="request_too_large")
     body, parsed = _parse_body(raw)
     stream = path == MESSAGES_PATH and isinstance(body, dict) and body.get("stream") is True
 
@@ -139,9 +173,9 @@ async def _handle(
         if not parsed:
             raise invalid_request("There was an error parsing the body as JSON")
         if path == COUNT_TOKENS_PATH:
-            _, prepared = validate_count_tokens(body)
+            _, prepared = validate_count_tokens(body, tool_prompt=state.tool_prompt)
         else:
-            _, prepared = validate_messages(body)
+            _, prepared = validate_messages(body, tool_prompt=state.tool_prompt)
     except APIError as exc:
         record(exc.status, None)
         return _error_response(exc.status, request_id, exc.message, exc.error_type)
@@ -279,9 +313,14 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         return {"pending": emulator.add_fault(fault)}
 
     @app.post("/_emulator/config")
-    async def config(update: ConfigUpdate) -> dict[str, float]:
-        emulator.ttft = update.ttft
-        return {"ttft": emulator.ttft}
+    async def config(update: ConfigUpdate) -> dict[str, Any]:
+        if update.ttft is not None:
+            emulator.ttft = update.ttft
+        if update.linger is not None:
+            emulator.set_linger(update.linger)
+        if update.tool_prompt is not None:
+            emulator.tool_prompt = update.tool_prompt
+        return emulator.config()
 
     @app.get("/_emulator/cache")
     async def cache() -> dict[str, Any]:
@@ -321,6 +360,16 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
     async def reset() -> dict[str, bool]:
         emulator.reset()
         return {"reset": True}
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> Response:
+        if not request.url.path.startswith(ADMIN_PREFIX):
+            return await request_validation_exception_handler(request, exc)
+        # The admin API answers a bad body as the Messages API does: 400 in its error shape,
+        # with no request id (taking one would move the deterministic ids).
+        body = error_body(400, _validation_message(exc), "", "invalid_request_error")
+        body["request_id"] = None
+        return JSONResponse(body, status_code=400)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:

@@ -4,10 +4,12 @@ checked before the cache is touched."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
 from ..cache.catalog import UnknownModel, get_model
+from ..tokens import model_positions
 from .errors import APIError, invalid_request
 
 PREFILL_MESSAGE = (
@@ -17,6 +19,15 @@ PREFILL_MESSAGE = (
 _TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
 _THINKING_TYPES = ("enabled", "disabled", "adaptive")
 MIN_THINKING_BUDGET = 1024
+# The API's answer to a thinking type the model does not accept, verbatim (AD:api/errors).
+THINKING_NOT_SUPPORTED = {
+    "enabled": '"thinking.type.enabled" is not supported for this model. Use '
+    '"thinking.type.adaptive" and "output_config.effort" to control thinking behavior.',
+    "adaptive": "adaptive thinking is not supported on this model",
+    "disabled": '"thinking.type.disabled" is not supported for this model. Thinking defaults '
+    'to adaptive mode when not specified; use "thinking.type.enabled" with "budget_tokens" '
+    "for extended thinking.",
+}
 
 
 def _require(body: Mapping[str, Any], field: str) -> Any:
@@ -105,10 +116,16 @@ def _check_shape(body: Mapping[str, Any], *, needs_max_tokens: bool) -> None:
 
 
 def _model(body: Mapping[str, Any]) -> ModelInfo:
+    """The catalogued model; 404 for an unknown one and for a retired one: "Requests to
+    retired models will fail" (AD:about-claude/model-deprecations), and public issues quote
+    the API's answer to them, `404 not_found_error` "model: <id>", as for an unknown id."""
     try:
-        return get_model(str(body["model"]))
+        info = get_model(str(body["model"]))
     except UnknownModel:
-        raise APIError(404, f"model: {body['model']}", "not_found_error") from None
+        info = None
+    if info is None or info.retired is not None:
+        raise APIError(404, f"model: {body['model']}", "not_found_error")
+    return info
 
 
 def _tool_use_ids(message: Mapping[str, Any] | None) -> list[str]:
@@ -158,9 +175,24 @@ def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
             )
 
 
-def _prepare(body: Mapping[str, Any], info: ModelInfo) -> PreparedRequest:
+def for_model(
+    prepared: PreparedRequest, body: Mapping[str, Any], *, tool_prompt: bool = False
+) -> PreparedRequest:
+    """`prepared` with each position counted as its model counts it (`model_positions`: the
+    tokenizer family's multiplier; with `tool_prompt`, the tool-use system prompt), prefix
+    sums redone."""
+    counts = model_positions([b.tokens for b in prepared.blocks], body, tool_prompt=tool_prompt)
+    blocks = []
+    total = 0
+    for block, tokens in zip(prepared.blocks, counts, strict=True):
+        total += tokens
+        blocks.append(replace(block, tokens=tokens, prefix_tokens=total))
+    return replace(prepared, blocks=tuple(blocks))
+
+
+def _prepare(body: Mapping[str, Any], info: ModelInfo, tool_prompt: bool) -> PreparedRequest:
     try:
-        prepared = flatten_request(body)
+        prepared = for_model(flatten_request(body), body, tool_prompt=tool_prompt)
     except CacheControlError as exc:
         raise invalid_request(str(exc)) from None
     if prepared.total_tokens > info.context_window:
@@ -170,7 +202,7 @@ def _prepare(body: Mapping[str, Any], info: ModelInfo) -> PreparedRequest:
     return prepared
 
 
-def validate_messages(body: Any) -> tuple[ModelInfo, PreparedRequest]:
+def validate_messages(body: Any, *, tool_prompt: bool = False) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages` body; returns the model facts and the flattened request, or
     raises `APIError` (400 invalid_request_error, 404 not_found_error for an unknown model)."""
     if not isinstance(body, Mapping):
@@ -185,6 +217,8 @@ def validate_messages(body: Any) -> tuple[ModelInfo, PreparedRequest]:
         )
     choice_type = (body.get("tool_choice") or {}).get("type")
     thinking_type = (body.get("thinking") or {}).get("type")
+    if thinking_type is not None and thinking_type not in info.thinking_types:
+        raise invalid_request(THINKING_NOT_SUPPORTED[thinking_type])
     if max_tokens == 0:
         # AD:…/prompt-caching#pre-warming-the-cache, "Limitations" (messages UNCONFIRMED).
         if body.get("stream") is True:
@@ -212,10 +246,12 @@ def validate_messages(body: Any) -> tuple[ModelInfo, PreparedRequest]:
     if messages[-1]["role"] == "assistant" and not info.prefill_allowed:
         raise invalid_request(PREFILL_MESSAGE)
     check_tool_pairing(messages)
-    return info, _prepare(body, info)
+    return info, _prepare(body, info, tool_prompt)
 
 
-def validate_count_tokens(body: Any) -> tuple[ModelInfo, PreparedRequest]:
+def validate_count_tokens(
+    body: Any, *, tool_prompt: bool = False
+) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages/count_tokens` body (no max_tokens, no pairing of a trailing
     assistant turn beyond the message rules)."""
     if not isinstance(body, Mapping):
@@ -223,4 +259,4 @@ def validate_count_tokens(body: Any) -> tuple[ModelInfo, PreparedRequest]:
     _check_shape(body, needs_max_tokens=False)
     info = _model(body)
     check_tool_pairing(body["messages"])
-    return info, _prepare(body, info)
+    return info, _prepare(body, info, tool_prompt)

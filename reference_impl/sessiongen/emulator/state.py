@@ -107,11 +107,26 @@ class EmulatorState:
     serves the app from another thread; nothing here is asyncio-bound.
     """
 
-    def __init__(self, *, ttft: float = 0.0, clock: VirtualClock | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        ttft: float = 0.0,
+        linger: float = 0.0,
+        tool_prompt: bool = False,
+        clock: VirtualClock | None = None,
+    ) -> None:
         self.clock = clock or VirtualClock()
-        self.cache = CacheStore()
+        # `linger`: virtual seconds an entry outlives its TTL. The docs promise a *minimum*
+        # lifetime only ("minimum lifetime of 5 minutes"), and give no number for the rest.
+        self.cache = CacheStore(linger=linger)
+        self.linger = linger
+        self._default_linger = linger
         self.ttft = ttft  # virtual seconds from a request's start to its response start
         self._default_ttft = ttft
+        # Count the tool-use system prompt (the catalog's per-model figure) into the input of
+        # a request with tools. Off by default: the engine's own counter leaves it out.
+        self.tool_prompt = tool_prompt
+        self._default_tool_prompt = tool_prompt
         self._lock = threading.RLock()
         self._log: list[dict[str, Any]] = []
         self._log_order: list[int] = []  # the arrival number of each `_log` entry
@@ -151,10 +166,12 @@ class EmulatorState:
         stream: bool,
         headers: Mapping[str, str],
         raw_body: bytes,
+        provider: str = "anthropic",
     ) -> None:
         """Log one request when it completes, at its place in arrival order (a held request
         completes after later arrivals). Credential headers are redacted here, so no caller
-        can log them; the body bytes are kept base64-encoded, exactly as received."""
+        can log them; the body bytes are kept base64-encoded, exactly as received. `provider`
+        names the API the request came in on (`emulator.providers`)."""
         with self._lock:
             arrival = int(request_id.rsplit("_", 1)[1])  # ids count arrivals (`_next`)
             at = bisect.bisect(self._log_order, arrival)
@@ -171,6 +188,7 @@ class EmulatorState:
                     "stream": stream,
                     "headers": redact_headers(headers),
                     "raw_body": base64.b64encode(raw_body).decode("ascii"),
+                    "provider": provider,
                 },
             )
 
@@ -252,16 +270,31 @@ class EmulatorState:
 
     # --- cache ---------------------------------------------------------------------------
 
+    def config(self) -> dict[str, Any]:
+        """The settings `/_emulator/config` changes, as it answers them."""
+        with self._lock:
+            return {"ttft": self.ttft, "linger": self.linger, "tool_prompt": self.tool_prompt}
+
+    def set_linger(self, linger: float) -> None:
+        """Change the extra lifetime. The store fixes lifetimes when it is made, so a change
+        starts an empty cache (like a reset of the cache alone); the same value is a no-op."""
+        with self._lock:
+            if linger != self.linger:
+                self.cache = CacheStore(linger=linger)
+                self.linger = linger
+
     def apply_cache(self, request: PreparedRequest, started_at: float) -> CacheResult:
         return self.cache.process(request, now=started_at, ttft=self.ttft)
 
     def reset(self) -> None:
         """Clear cache, log, script, faults, holds and counters; the clock goes back to 0 and
-        the time-to-first-token to its initial value. Held requests are let go as reset."""
+        the time-to-first-token and the linger to their initial values. Held requests are let go as reset."""
         with self._lock:
             self.release_holds(by_reset=True)
             self._pending_holds = 0
             self.ttft = self._default_ttft
+            self.set_linger(self._default_linger)
+            self.tool_prompt = self._default_tool_prompt
             self.cache.clear()
             self._log.clear()
             self._log_order.clear()

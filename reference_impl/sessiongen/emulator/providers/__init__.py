@@ -16,7 +16,7 @@ from fastapi import APIRouter
 
 from ..state import EmulatorState
 
-ROUTERS: tuple[str, ...] = ()
+ROUTERS: tuple[str, ...] = ("bedrock", "openai", "gemini")
 """Provider modules (relative to this package) whose routers the emulator serves."""
 
 

@@ -1,0 +1,424 @@
+"""AWS Bedrock Converse on the emulator: `POST /model/{modelId}/converse` and
+`POST /model/{modelId}/converse-stream` (AWS event-stream framing), as boto3's
+`bedrock-runtime` client sends them.
+
+Claude on Bedrock shares Anthropic's cache rules, so a Converse body is translated into the
+equivalent Messages body (a `cachePoint` becomes `cache_control` on the block before it),
+checked by the Messages validation and flattened by `cache/prefix.py`, and the one
+`CacheStore` on the shared `EmulatorState` decides reads and writes. The reply comes from the
+same responder and script queue; usage is spelled as Converse's `TokenUsage`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ...cache import CacheUsage
+from ...cache.catalog import UnknownModel, get_model
+from ...llm.bedrock_wire import CODE_FOR_STATUS
+from ..errors import APIError
+from ..responder import build_reply
+from ..state import EmulatorState
+from ..validation import validate_messages
+
+PATH_PREFIXES = ("/model/",)
+PROVIDER = "bedrock"
+TOOL_CONFIG_MESSAGE = (
+    "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+)
+INVALID_MODEL = "The provided model identifier is invalid."
+_CONTENT_KEYS = frozenset(
+    {"text", "toolUse", "toolResult", "reasoningContent", "cachePoint", "image", "document"}
+)
+# Messages stop reasons the Converse StopReason enum lacks (mapping UNCONFIRMED).
+_STOP_REASONS = {"pause_turn": "end_turn", "refusal": "content_filtered"}
+
+
+class ConverseError(Exception):
+    """A request answered with a Bedrock error: status, `x-amzn-ErrorType` code, message."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code or CODE_FOR_STATUS.get(status, "InternalServerException")
+
+
+def _invalid(message: str) -> ConverseError:
+    return ConverseError(400, message, "ValidationException")
+
+
+# --- Converse -> Messages ------------------------------------------------------------------
+
+
+def _marked(blocks: list[dict[str, Any]], point: Any, path: str) -> None:
+    """Put the cachePoint at `path` on the last block before it, as `cache_control`."""
+    if not isinstance(point, Mapping) or point.get("type") != "default":
+        raise _invalid(f"{path}.cachePoint.type: Member must satisfy enum value set: [default]")
+    ttl = point.get("ttl", "5m")
+    if ttl not in ("5m", "1h"):
+        raise _invalid(f"{path}.cachePoint.ttl: Member must satisfy enum value set: [5m, 1h]")
+    if not blocks:
+        # UNCONFIRMED: the docs do not say what a leading cachePoint does; rejected here.
+        raise _invalid(f"{path}: a cachePoint must follow the content it caches")
+    blocks[-1]["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+
+
+def _one_key(block: Any, path: str, allowed: frozenset[str]) -> tuple[str, Any]:
+    if not isinstance(block, Mapping) or len(block) != 1 or next(iter(block)) not in allowed:
+        raise _invalid(f"{path}: exactly one member of the union must be set")
+    key = next(iter(block))
+    return key, block[key]
+
+
+def _tool_result_content(result: Mapping[str, Any], path: str) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for k, item in enumerate(result.get("content") or []):
+        key, value = _one_key(item, f"{path}.content.{k}", frozenset({"text", "json"}))
+        text = value if key == "text" else json.dumps(value, separators=(",", ":"))
+        parts.append({"type": "text", "text": str(text)})
+    return parts
+
+
+def _content(block: Any, path: str, out: list[dict[str, Any]]) -> bool:
+    """Append the Messages form of one Converse content block; True for toolUse/toolResult."""
+    key, value = _one_key(block, path, _CONTENT_KEYS)
+    if key == "cachePoint":
+        _marked(out, value, path)
+    elif key == "text":
+        out.append({"type": "text", "text": str(value)})
+    elif key == "toolUse":
+        out.append(
+            {
+                "type": "tool_use",
+                "id": value.get("toolUseId"),
+                "name": value.get("name"),
+                "input": value.get("input") or {},
+            }
+        )
+        return True
+    elif key == "toolResult":
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": value.get("toolUseId"),
+            "content": _tool_result_content(value, path),
+        }
+        if value.get("status") == "error":
+            result["is_error"] = True
+        out.append(result)
+        return True
+    elif key == "reasoningContent":
+        text = (value.get("reasoningText") or {}) if isinstance(value, Mapping) else {}
+        out.append(
+            {
+                "type": "thinking",
+                "thinking": str(text.get("text", "")),
+                "signature": str(text.get("signature", "")),
+            }
+        )
+    else:
+        raise _invalid(f"{path}: {key} content is not supported by this emulator")
+    return False
+
+
+def _tools(config: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    if not isinstance(config, Mapping):
+        raise _invalid("toolConfig: expected an object")
+    raw = config.get("tools")
+    if not isinstance(raw, list) or not raw:
+        raise _invalid("toolConfig.tools: Member must have length greater than or equal to 1")
+    tools: list[dict[str, Any]] = []
+    for i, entry in enumerate(raw):
+        key, value = _one_key(entry, f"toolConfig.tools.{i}", frozenset({"toolSpec", "cachePoint"}))
+        if key == "cachePoint":
+            _marked(tools, value, f"toolConfig.tools.{i}")
+            continue
+        schema = (value.get("inputSchema") or {}).get("json")
+        if not value.get("name") or not isinstance(schema, Mapping):
+            raise _invalid(f"toolConfig.tools.{i}.toolSpec: name and inputSchema.json are required")
+        tool = {"name": value["name"], "input_schema": schema}
+        if value.get("description") is not None:
+            tool["description"] = value["description"]
+        tools.append(tool)
+    choice: dict[str, Any] | None = None
+    if config.get("toolChoice") is not None:
+        key, value = _one_key(
+            config["toolChoice"], "toolConfig.toolChoice", frozenset({"auto", "any", "tool"})
+        )
+        choice = {"type": key}
+        if key == "tool":
+            choice["name"] = (value or {}).get("name")
+            if choice["name"] not in {t["name"] for t in tools}:
+                # UNCONFIRMED message: the named tool must be one of toolConfig.tools.
+                raise _invalid(f"toolConfig.toolChoice.tool.name: unknown tool {choice['name']}")
+    return tools, choice
+
+
+def to_messages_body(model: str, body: Any) -> dict[str, Any]:
+    """The Messages body equivalent to a Converse body, for validation and the cache model.
+
+    Raises `ConverseError` for a shape Converse rejects (messages UNCONFIRMED unless quoted).
+    """
+    if not isinstance(body, Mapping):
+        raise _invalid("The request body must be a JSON object")
+    inference = body.get("inferenceConfig") or {}
+    max_tokens = inference.get("maxTokens")
+    if max_tokens is None:
+        # UNCONFIRMED: the default maxTokens for Claude on Converse; the model's maximum here.
+        max_tokens = get_model(model).max_output_tokens
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise _invalid(
+            "inferenceConfig.maxTokens: Member must have value greater than or equal to 1"
+        )
+    out: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    system: list[dict[str, Any]] = []
+    for i, block in enumerate(body.get("system") or []):
+        key, value = _one_key(block, f"system.{i}", frozenset({"text", "cachePoint"}))
+        if key == "cachePoint":
+            _marked(system, value, f"system.{i}")
+        else:
+            system.append({"type": "text", "text": str(value)})
+    if system:
+        out["system"] = system
+    messages: list[dict[str, Any]] = []
+    tool_content = False
+    for i, message in enumerate(body.get("messages") or []):
+        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
+            raise _invalid(f"messages.{i}.role: Member must satisfy enum value set")
+        content: list[dict[str, Any]] = []
+        for j, block in enumerate(message.get("content") or []):
+            tool_content |= _content(block, f"messages.{i}.content.{j}", content)
+        messages.append({"role": message["role"], "content": content})
+    out["messages"] = messages
+    if body.get("toolConfig") is not None:
+        tools, choice = _tools(body["toolConfig"])
+        out["tools"] = tools
+        if choice is not None:
+            out["tool_choice"] = choice
+    elif tool_content:
+        # langgenius/dify#17545, aws-samples/bedrock-access-gateway#239 (verbatim).
+        raise _invalid(TOOL_CONFIG_MESSAGE)
+    if inference.get("stopSequences"):
+        out["stop_sequences"] = list(inference["stopSequences"])
+    return out
+
+
+# --- Messages -> Converse ------------------------------------------------------------------
+
+
+def converse_usage(usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
+    """A Converse `TokenUsage`: reads, writes (split by TTL in `cacheDetails`, 1h first)."""
+    writes = usage.cache_creation_input_tokens
+    total = usage.total_input_tokens + output_tokens
+    result: dict[str, Any] = {
+        "inputTokens": usage.input_tokens,
+        "outputTokens": output_tokens,
+        "totalTokens": total,
+        "cacheReadInputTokens": usage.cache_read_input_tokens,
+        "cacheWriteInputTokens": writes,
+    }
+    details = [
+        {"ttl": ttl, "inputTokens": tokens}
+        for ttl, tokens in (
+            ("1h", usage.ephemeral_1h_input_tokens),
+            ("5m", usage.ephemeral_5m_input_tokens),
+        )
+        if tokens
+    ]
+    if details:
+        result["cacheDetails"] = details
+    return result
+
+
+def converse_content(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    for block in blocks:
+        if block["type"] == "text":
+            content.append({"text": block["text"]})
+        elif block["type"] == "thinking":
+            text = {"text": block["thinking"], "signature": block["signature"]}
+            content.append({"reasoningContent": {"reasoningText": text}})
+        elif block["type"] == "tool_use":
+            use = {"toolUseId": block["id"], "name": block["name"], "input": block["input"]}
+            content.append({"toolUse": use})
+    return content
+
+
+# --- AWS event-stream framing --------------------------------------------------------------
+
+
+def _header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    # type 7 = string, with a 2-byte length.
+    return (
+        struct.pack("!B", len(raw_name))
+        + raw_name
+        + b"\x07"
+        + struct.pack("!H", len(raw_value))
+        + raw_value
+    )
+
+
+def frame(headers: Mapping[str, str], payload: bytes) -> bytes:
+    """One event-stream message: prelude (total length, headers length, CRC), headers,
+    payload, message CRC (all CRC32, big-endian)."""
+    head = b"".join(_header(k, v) for k, v in headers.items())
+    total = 12 + len(head) + len(payload) + 4
+    prelude = struct.pack("!II", total, len(head))
+    prelude += struct.pack("!I", zlib.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + head + payload
+    return message + struct.pack("!I", zlib.crc32(message) & 0xFFFFFFFF)
+
+
+def event(kind: str, payload: Mapping[str, Any]) -> bytes:
+    headers = {
+        ":event-type": kind,
+        ":content-type": "application/json",
+        ":message-type": "event",
+    }
+    return frame(headers, json.dumps(payload, separators=(",", ":")).encode())
+
+
+def stream_events(
+    content: list[dict[str, Any]], stop_reason: str, usage: dict[str, Any]
+) -> Iterator[bytes]:
+    """ConverseStream's events for one reply: messageStart, per block start/delta/stop,
+    messageStop, metadata (usage last, as the API sends it)."""
+    yield event("messageStart", {"role": "assistant"})
+    for index, block in enumerate(content):
+        if "toolUse" in block:
+            use = block["toolUse"]
+            start = {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"]}}
+            yield event("contentBlockStart", {"contentBlockIndex": index, "start": start})
+            delta: dict[str, Any] = {"toolUse": {"input": json.dumps(use["input"])}}
+            yield event("contentBlockDelta", {"contentBlockIndex": index, "delta": delta})
+        elif "reasoningContent" in block:
+            text = block["reasoningContent"]["reasoningText"]
+            for part in ({"text": text["text"]}, {"signature": text["signature"]}):
+                delta = {"reasoningContent": part}
+                yield event("contentBlockDelta", {"contentBlockIndex": index, "delta": delta})
+        else:
+            delta = {"text": block["text"]}
+            yield event("contentBlockDelta", {"contentBlockIndex": index, "delta": delta})
+        yield event("contentBlockStop", {"contentBlockIndex": index})
+    yield event("messageStop", {"stopReason": stop_reason})
+    yield event("metadata", {"usage": usage, "metrics": {"latencyMs": 0}})
+
+
+# --- the router ----------------------------------------------------------------------------
+
+
+def _error(status: int, request_id: str, message: str, code: str | None = None) -> JSONResponse:
+    code = code or CODE_FOR_STATUS.get(status, "InternalServerException")
+    return JSONResponse(
+        {"message": message},
+        status_code=status,
+        headers={"x-amzn-ErrorType": f"{code}:", "x-amzn-RequestId": request_id},
+    )
+
+
+def record(state: EmulatorState, request_id: str, **entry: Any) -> None:
+    """`state.record` for a Bedrock request."""
+    state.record(request_id=request_id, provider=PROVIDER, **entry)
+
+
+async def handle(state: EmulatorState, request: Request, model_id: str, stream: bool) -> Response:
+    raw = await request.body()
+    request_id = state.next_request_id()
+    started_at = state.clock.now()
+    path = request.url.path
+    try:
+        body: Any = json.loads(raw)
+        parsed = True
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body, parsed = raw.decode("utf-8", errors="replace"), False
+    headers = {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
+
+    def log(status: int, usage: dict[str, Any] | None) -> None:
+        record(
+            state,
+            request_id,
+            path=path,
+            started_at=started_at,
+            body=body,
+            status=status,
+            usage=usage,
+            stream=stream,
+            headers=headers,
+            raw_body=raw,
+        )
+
+    fault = state.take_fault()
+    if fault is not None and fault.effective_status != 200:
+        log(fault.effective_status, None)
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        code = fault.error_type if (fault.error_type or "").endswith("Exception") else None
+        message = fault.message or f"Emulated fault {fault.effective_status}"
+        return _error(fault.effective_status, request_id, message, code)
+    try:
+        if not parsed:
+            raise _invalid("The request body is not valid JSON")
+        try:
+            info = get_model(model_id)
+        except UnknownModel:
+            raise _invalid(INVALID_MODEL) from None
+        if info.provider != PROVIDER:
+            raise _invalid(INVALID_MODEL)
+        messages_body = to_messages_body(model_id, body)
+        try:
+            # Claude on Bedrock is the same model: the tool-use system prompt counts alike
+            # when the emulator is set to count it (UNCONFIRMED for Bedrock).
+            _, prepared = validate_messages(messages_body, tool_prompt=state.tool_prompt)
+        except APIError as exc:
+            raise ConverseError(exc.status, exc.message) from None
+    except ConverseError as exc:
+        log(exc.status, None)
+        return _error(exc.status, request_id, exc.message, exc.code)
+
+    result = state.apply_cache(prepared, started_at)
+    reply = build_reply(messages_body, state.pop_response(), state.next_tool_use_id)
+    usage = converse_usage(result.usage, reply.output_tokens)
+    content = converse_content(reply.content)
+    stop_reason = _STOP_REASONS.get(reply.stop_reason, reply.stop_reason)
+    log(200, usage)
+    extra = {"x-amzn-RequestId": request_id, **(fault.headers if fault else {})}
+    delay = fault.delay if fault else 0.0
+    if delay:
+        await asyncio.sleep(delay)
+    if stream:
+        frames = list(stream_events(content, stop_reason, usage))
+        if fault is not None and fault.cut_after_events is not None:
+            frames = frames[: fault.cut_after_events]
+        return StreamingResponse(
+            iter(frames), headers=extra, media_type="application/vnd.amazon.eventstream"
+        )
+    answer = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop_reason,
+        "usage": usage,
+        "metrics": {"latencyMs": 0},
+    }
+    return JSONResponse(answer, headers=extra)
+
+
+def router(state: EmulatorState) -> APIRouter:
+    api = APIRouter()
+
+    @api.post("/model/{model_id:path}/converse")
+    async def converse(model_id: str, request: Request) -> Response:
+        return await handle(state, request, model_id, stream=False)
+
+    @api.post("/model/{model_id:path}/converse-stream")
+    async def converse_stream(model_id: str, request: Request) -> Response:
+        return await handle(state, request, model_id, stream=True)
+
+    return api

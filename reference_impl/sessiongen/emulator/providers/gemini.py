@@ -1,0 +1,728 @@
+"""The Gemini API (`generativelanguage` v1beta) on the shared emulator state.
+
+Endpoints: `POST /v1beta/models/{model}:generateContent` (JSON) and
+`POST /v1beta/models/{model}:streamGenerateContent` (`?alt=sse`: server-sent `data:` chunks,
+which the `google-genai` SDK always asks for; without it, a JSON array of the chunks), and the
+same under `/v1/`, the version google-genai 3.x sends by default.
+Explicit caching: `POST /v1beta/cachedContents`, `GET` / `DELETE
+/v1beta/cachedContents/{id}`, and `cachedContent` on a generate request.
+
+Implicit caching (ai.google.dev/gemini-api/docs/caching) is the one `CacheStore` with a
+single automatic breakpoint (TTL "5m") on the request's last position: it reads the longest
+prefix an earlier request wrote within the store's lookback window and writes the whole
+prompt once it reaches the model's documented minimum. The usage is Gemini's: the cached
+tokens are `cachedContentTokenCount`, and `promptTokenCount` counts them too; there is no
+cache-write count. Everything the docs do not state is marked UNCONFIRMED here and in
+docs/emulator.md ("Gemini").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from ...cache import TTL, FlatBlock
+from ...cache.catalog import ModelInfo, UnknownModel, get_model
+from ...llm.gemini_wire import ERROR_STATUSES
+from ...tokens import (
+    canonical_json,
+    count_content_tokens,
+    count_json_tokens,
+    count_tool_definition_tokens,
+)
+from ..responder import THINKING_SIGNATURE, build_reply
+from ..state import REDACTED, EmulatorState, FaultSpec, Hold, ScriptedResponse
+
+PATH_PREFIXES = ("/v1beta/",)
+PROVIDER = "gemini"
+METHODS = ("generateContent", "streamGenerateContent")
+HOLD_POLL_SECONDS = 0.002
+GENESIS = hashlib.sha256(b"sessiongen.cache/gemini/v1").hexdigest()
+_CREDENTIAL_HEADERS = frozenset({"x-goog-api-key"})
+IMPLICIT_TTL: TTL = "5m"  # UNCONFIRMED: the docs give implicit caching no lifetime
+_DATA_FIELDS = (
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+)
+_MODES = ("MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED")
+# The documented rejection of cachedContent with these fields (python-genai#348).
+CACHED_CONTENT_CONFLICT = (
+    "CachedContent can not be used with GenerateContent request setting system_instruction, "
+    "tools or tool_config."
+)
+_FINISH = {
+    "end_turn": "STOP",
+    "tool_use": "STOP",
+    "stop_sequence": "STOP",
+    "max_tokens": "MAX_TOKENS",
+    "refusal": "SAFETY",
+}
+
+
+class GeminiError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def error_body(code: int, message: str, status: str | None = None) -> dict[str, Any]:
+    """`{"error": {"code", "message", "status"}}`, the API's error shape."""
+    if status is None:
+        status = ERROR_STATUSES.get(code, "INTERNAL" if code >= 500 else "INVALID_ARGUMENT")
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
+def _error(code: int, message: str, status: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(code, message, status), status_code=code)
+
+
+def _invalid(message: str) -> GeminiError:
+    return GeminiError(400, message)
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
+def _model(name: str) -> ModelInfo:
+    try:
+        info = get_model(name)
+    except UnknownModel:
+        info = None
+    if info is None or info.provider != PROVIDER:
+        raise GeminiError(
+            404,
+            f"models/{name} is not found for API version v1beta, or is not supported for "
+            "generateContent.",  # wording UNCONFIRMED
+        )
+    return info
+
+
+def _check_part(part: Any, path: str) -> None:
+    if not isinstance(part, Mapping):
+        raise _invalid(f"Invalid value at '{path}': expected an object")
+    data = [f for f in _DATA_FIELDS if f in part]
+    if len(data) != 1:
+        raise _invalid(f"{path}: a part must have exactly one data field, found {data}")
+    if data[0] in ("functionCall", "functionResponse"):
+        call = part[data[0]]
+        if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+            raise _invalid(f"{path}.{data[0]}.name: the function name is required")
+
+
+def _check_contents(contents: Any) -> None:
+    if not isinstance(contents, list) or not contents:
+        raise _invalid("* GenerateContentRequest.contents: contents is not specified")
+    for i, content in enumerate(contents):
+        if not isinstance(content, Mapping):
+            raise _invalid(f"Invalid value at 'contents[{i}]': expected an object")
+        if content.get("role", "user") not in ("user", "model"):
+            raise _invalid(f"Please use a valid role: user, model. (contents[{i}].role)")
+        parts = content.get("parts")
+        if not isinstance(parts, list) or not parts:
+            raise _invalid(
+                f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
+            )
+        for j, part in enumerate(parts):
+            _check_part(part, f"contents[{i}].parts[{j}]")
+
+
+def _declarations(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    found: list[Mapping[str, Any]] = []
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise _invalid("Invalid value at 'tools': expected a list")
+    for k, tool in enumerate(tools):
+        for d, decl in enumerate((tool or {}).get("functionDeclarations") or []):
+            if not isinstance(decl, Mapping) or not isinstance(decl.get("name"), str):
+                raise _invalid(f"* tools[{k}].function_declarations[{d}].name: name is required")
+            found.append(decl)
+    return found
+
+
+def _calling_config(body: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
+    config = ((body.get("toolConfig") or {}).get("functionCallingConfig")) or {}
+    mode = config.get("mode", "AUTO")
+    if mode not in _MODES:
+        raise _invalid(f"Invalid value at 'tool_config.function_calling_config.mode': {mode!r}")
+    allowed = config.get("allowedFunctionNames")
+    if allowed is not None:
+        # The SDK's doc: "should only be set when the Mode is ANY" (rejection UNCONFIRMED).
+        if mode != "ANY":
+            raise _invalid("allowed_function_names may only be set when the mode is ANY.")
+        unknown = [n for n in allowed if n not in names]
+        if unknown:
+            raise _invalid(f"allowed_function_names {unknown} are not declared functions.")
+    if mode == "ANY" and not names:
+        raise _invalid("function_calling_config.mode ANY requires function declarations.")
+    return {"mode": "AUTO" if mode == "MODE_UNSPECIFIED" else mode, "allowed": allowed}
+
+
+def _validate(body: Any, info: ModelInfo) -> tuple[list[Mapping[str, Any]], dict[str, Any], int]:
+    """(declarations, calling config, max output tokens), or GeminiError."""
+    if not isinstance(body, Mapping):
+        raise _invalid("Invalid JSON payload received.")
+    _check_contents(body.get("contents"))
+    declarations = _declarations(body)
+    calling = _calling_config(body, {str(d["name"]) for d in declarations})
+    generation = body.get("generationConfig") or {}
+    max_tokens = generation.get("maxOutputTokens", info.max_output_tokens)
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise _invalid("generation_config.max_output_tokens must be a positive integer.")
+    if max_tokens > info.max_output_tokens:
+        raise _invalid(
+            f"The max_output_tokens ({max_tokens}) exceeds the maximum allowed "
+            f"({info.max_output_tokens})."  # wording UNCONFIRMED
+        )
+    return declarations, calling, max_tokens
+
+
+# --- the prefix: positions, tokens, hashes -------------------------------------------------
+
+
+def _part_tokens(part: Mapping[str, Any]) -> int:
+    """One part counted as the Anthropic block it corresponds to (the one counter), so a
+    request costs the same on both wires: text, tool_use, tool_result."""
+    if "text" in part:
+        return count_content_tokens({"type": "text", "text": str(part["text"])})
+    if "functionCall" in part:
+        call = part["functionCall"]
+        block = {"type": "tool_use", "name": call["name"], "input": dict(call.get("args") or {})}
+        return count_content_tokens(block)
+    if "functionResponse" in part:
+        response = part["functionResponse"].get("response") or {}
+        values = list(response.values()) if isinstance(response, Mapping) else []
+        if len(values) == 1 and isinstance(values[0], str):
+            text = values[0]  # {"output": text} or {"error": text}
+        else:
+            text = canonical_json(response)
+        return count_content_tokens({"type": "tool_result", "content": text})
+    return count_json_tokens(dict(part))
+
+
+def _hashed(part: Mapping[str, Any]) -> dict[str, Any]:
+    # A thought signature is opaque state, not prompt text: it is left out of the prefix
+    # (UNCONFIRMED), so a replayed turn hashes the same with or without it.
+    return {k: v for k, v in part.items() if k not in ("thoughtSignature",)}
+
+
+def flatten(body: Mapping[str, Any], declarations: list[Mapping[str, Any]]) -> list[FlatBlock]:
+    """`(prefix_hash, tokens, breakpoint)` per position, for `CacheStore.apply`.
+
+    Positions (UNCONFIRMED, the docs say only "prefix"): one per function declaration, one
+    per `systemInstruction` part, one per part of each content, in that order. The chain
+    hashes each position's canonical JSON, with role and message start for content parts.
+    Settings (toolConfig, generationConfig, thinking) are not mixed in (UNCONFIRMED), so a
+    NONE tool choice keeps the cache. The one breakpoint is automatic, on the last position.
+    """
+    rows: list[FlatBlock] = []
+    h = GENESIS
+
+    def add(payload: Mapping[str, Any], tokens: int) -> None:
+        nonlocal h
+        h = hashlib.sha256(f"{h}\x1f{canonical_json(payload)}".encode()).hexdigest()
+        rows.append(FlatBlock(h, tokens, None))
+
+    for decl in declarations:
+        schema = decl.get("parametersJsonSchema") or decl.get("parameters") or {}
+        tool = {
+            "name": decl["name"],
+            "description": decl.get("description") or "",
+            "input_schema": schema,
+        }
+        add({"section": "tools", "block": decl}, count_tool_definition_tokens(tool))
+    system = (body.get("systemInstruction") or {}).get("parts") or []
+    for part in system:
+        add({"section": "system", "block": _hashed(part)}, _part_tokens(part))
+    for content in body["contents"]:
+        for j, part in enumerate(content["parts"]):
+            payload = {
+                "section": "contents",
+                "role": content.get("role", "user"),
+                "opens": j == 0,
+                "block": _hashed(part),
+            }
+            add(payload, _part_tokens(part))
+    if rows:
+        rows[-1] = rows[-1]._replace(breakpoint=IMPLICIT_TTL)
+    return rows
+
+
+# --- replies -------------------------------------------------------------------------------
+
+
+def _responder_body(
+    body: Mapping[str, Any],
+    declarations: list[Mapping[str, Any]],
+    calling: Mapping[str, Any],
+    max_tokens: int,
+) -> dict[str, Any]:
+    """The request as the shared responder reads it (Anthropic-shaped): last user text,
+    forced tool choice, max tokens and stop sequences."""
+    messages = []
+    for content in body["contents"]:
+        blocks: list[dict[str, Any]] = []
+        for part in content["parts"]:
+            if "text" in part and not part.get("thought"):
+                blocks.append({"type": "text", "text": str(part["text"])})
+            elif "functionResponse" in part:
+                response = part["functionResponse"].get("response") or {}
+                blocks.append({"type": "tool_result", "content": canonical_json(response)})
+        role = "assistant" if content.get("role") == "model" else "user"
+        messages.append({"role": role, "content": blocks})
+    names = [str(d["name"]) for d in declarations]
+    allowed = calling["allowed"] or names
+    choice: dict[str, Any] = {"type": "auto"}
+    if calling["mode"] == "ANY" and len(allowed) == 1:
+        choice = {"type": "tool", "name": allowed[0]}
+    elif calling["mode"] == "ANY":
+        choice = {"type": "any"}
+    return {
+        "max_tokens": max_tokens,
+        "messages": messages,
+        "tools": [{"name": n} for n in allowed],
+        "tool_choice": choice,
+        "stop_sequences": (body.get("generationConfig") or {}).get("stopSequences") or [],
+    }
+
+
+def _parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    signed = False
+    for block in content:
+        if block["type"] == "thinking":
+            parts.append({"text": block["thinking"], "thought": True})
+            signed = True
+        elif block["type"] == "text":
+            parts.append({"text": block["text"]})
+        elif block["type"] == "tool_use":
+            call = {"id": block["id"], "name": block["name"], "args": block["input"]}
+            parts.append({"functionCall": call})
+    if signed:
+        # Gemini 3 signs the first function call, else the last part (thought-signatures).
+        target = next((p for p in parts if "functionCall" in p), parts[-1])
+        target["thoughtSignature"] = base64.b64encode(THINKING_SIGNATURE.encode()).decode()
+    return parts
+
+
+def _usage(prompt: int, cached: int, output: int) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": output,
+        "totalTokenCount": prompt + output,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
+    }
+    if cached:
+        # Sent only on a hit (UNCONFIRMED: the API omits zero counts in its JSON).
+        usage["cachedContentTokenCount"] = cached
+        usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": cached}]
+    return usage
+
+
+def _chunks(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The response as stream chunks: one per part, the last with finishReason; every chunk
+    carries usageMetadata, cumulative (the prompt counts from the first)."""
+    candidate = response["candidates"][0]
+    parts = candidate["content"]["parts"] or [{"text": ""}]
+    usage = response["usageMetadata"]
+    early = {k: v for k, v in usage.items() if k != "candidatesTokenCount"}
+    early["totalTokenCount"] = usage["promptTokenCount"]
+    chunks = []
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        piece: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
+        if last:
+            piece["finishReason"] = candidate["finishReason"]
+        chunks.append(
+            {
+                "candidates": [piece],
+                "usageMetadata": usage if last else early,
+                "modelVersion": response["modelVersion"],
+                "responseId": response["responseId"],
+            }
+        )
+    return chunks
+
+
+class _SSE(Response):
+    """`data: <chunk>` events; a fault may delay, cut (cleanly or by dropping the
+    connection) or end them with an `{"error": ...}` chunk, which the SDK raises."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        chunks: list[dict[str, Any]],
+        *,
+        headers: Mapping[str, str],
+        fault: FaultSpec | None,
+    ) -> None:
+        super().__init__(status_code=200, headers=dict(headers), media_type=self.media_type)
+        cut = fault.cut_after_events if fault else None
+        self.chunks = chunks if cut is None else chunks[:cut]
+        self.cut = cut is not None and cut < len(chunks)
+        self.abort = fault is not None and fault.cut_mode == "abort"
+        self.delay = fault.delay if fault else 0.0
+        self.error: dict[str, Any] | None = None
+        if fault is not None and fault.error_event is not None:
+            codes = {status: code for code, status in ERROR_STATUSES.items()}
+            code = codes.get(fault.error_event, 500)
+            self.error = error_body(code, fault.message or "Internal error", fault.error_event)
+            if fault.error_event not in codes:
+                self.error["error"]["status"] = ERROR_STATUSES[500]
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        events = [*self.chunks, *([self.error] if self.error is not None else [])]
+        for event in events:
+            data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+            body = f"data: {data}\r\n\r\n".encode()
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        if self.cut and self.abort:
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+# --- the endpoint --------------------------------------------------------------------------
+
+
+def _record(state: EmulatorState, **entry: Any) -> None:
+    """`state.record` for a Gemini request."""
+    state.record(provider=PROVIDER, **entry)
+
+
+async def _wait(state: EmulatorState, hold: Hold) -> None:
+    try:
+        while not hold.released.is_set():
+            await asyncio.sleep(HOLD_POLL_SECONDS)
+    finally:
+        state.drop_hold(hold)
+
+
+async def _handle(state: EmulatorState, request: Request, model: str, method: str) -> Response:
+    raw = await request.body()
+    request_id = state.next_request_id()
+    started_at = state.clock.now()
+    try:
+        body: Any = json.loads(raw)
+        parsed = True
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body, parsed = raw.decode("utf-8", errors="replace"), False
+    stream = method == "streamGenerateContent"
+    sse = stream and request.query_params.get("alt") == "sse"
+    path = request.url.path
+    headers = {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
+    # The SDK's credential header; state.record redacts only Anthropic's.
+    headers.update({k: REDACTED for k in headers if k in _CREDENTIAL_HEADERS})
+
+    def record(status: int, usage: dict[str, Any] | None) -> None:
+        _record(
+            state,
+            request_id=request_id,
+            path=path,
+            started_at=started_at,
+            body=body,
+            status=status,
+            usage=usage,
+            stream=stream,
+            headers=headers,
+            raw_body=raw,
+        )
+
+    fault = state.take_fault()
+    hold = state.take_hold()
+    if hold is not None:
+        await _wait(state, hold)
+        if hold.by_reset:
+            return _error(500, "The emulator was reset while this request was held.")
+    extra = {**(fault.headers if fault else {}), "x-request-id": request_id}
+    if fault is not None and fault.effective_status != 200:
+        status = fault.effective_status
+        record(status, None)
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        message = fault.message or ("Internal error" if status >= 500 else "Request failed")
+        failed = _error(status, message, fault.error_type)
+        failed.headers.update(extra)
+        return failed
+    try:
+        if method not in METHODS:
+            raise GeminiError(404, f"Method {method!r} is not served by this emulator.")
+        if not parsed:
+            raise _invalid("Invalid JSON payload received.")
+        info = _model(model)
+        cached = _cached_for(state, body, info, started_at)
+        effective: Any = body
+        if cached is not None:
+            # The request is the cached content followed by its own contents.
+            _check_contents(body.get("contents"))
+            effective = {k: v for k, v in body.items() if k != "cachedContent"}
+            effective.update(cached.fields, contents=[*cached.contents, *body["contents"]])
+        declarations, calling, max_tokens = _validate(effective, info)
+        blocks = flatten(effective, declarations)
+        if cached is not None and cached.positions < len(blocks):
+            # The explicit entry's breakpoint, before the implicit one at the end.
+            mark = cached.positions - 1
+            blocks[mark] = blocks[mark]._replace(breakpoint=cached.ttl)
+        total = sum(tokens for _, tokens, _ in blocks)
+        if total > info.context_window:
+            raise _invalid(
+                f"The input token count ({total}) exceeds the maximum number of tokens "
+                f"allowed ({info.context_window})."
+            )
+    except GeminiError as exc:
+        record(exc.code, None)
+        return _error(exc.code, exc.message)
+
+    result = state.cache.apply(
+        blocks, model=info.id, now=started_at, min_tokens=info.min_cacheable_tokens, ttft=state.ttft
+    )
+    scripted = state.pop_response()
+    if scripted is not None and calling["mode"] == "NONE":
+        # NONE: "Model will not predict any function call."
+        scripted = ScriptedResponse.model_validate({**scripted.model_dump(), "tool_calls": []})
+    reply = build_reply(
+        _responder_body(effective, declarations, calling, max_tokens),
+        scripted,
+        state.next_tool_use_id,
+    )
+    usage = _usage(total, result.usage.cache_read_input_tokens, reply.output_tokens)
+    response: dict[str, Any] = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": _parts(reply.content)},
+                "finishReason": _FINISH.get(reply.stop_reason, "STOP"),
+                "index": 0,
+            }
+        ],
+        "usageMetadata": usage,
+        "modelVersion": info.id,
+        "responseId": state.next_message_id(),
+    }
+    record(200, usage)
+    if sse:
+        return _SSE(_chunks(response), headers=extra, fault=fault)
+    if fault is not None and fault.delay:
+        await asyncio.sleep(fault.delay)
+    if stream:
+        return JSONResponse(_chunks(response), headers=extra)
+    return JSONResponse(response, headers=extra)
+
+
+# --- explicit caching: cachedContents ------------------------------------------------------
+
+
+@dataclass
+class CachedContent:
+    """One `cachedContents/{id}` resource. Its tokens are an entry of the one CacheStore
+    (written at creation with a breakpoint on its last position); the resource's own
+    `expire_time` decides whether it can still be named."""
+
+    name: str
+    model: str
+    fields: dict[str, Any]  # systemInstruction / tools / toolConfig
+    contents: list[Any]
+    positions: int
+    prefix_hash: str
+    tokens: int
+    ttl: TTL
+    create_time: float
+    expire_time: float
+    display_name: str | None = None
+
+    def resource(self) -> dict[str, Any]:
+        resource: dict[str, Any] = {
+            "name": self.name,
+            "model": f"models/{self.model}",
+            "createTime": _timestamp(self.create_time),
+            "updateTime": _timestamp(self.create_time),
+            "expireTime": _timestamp(self.expire_time),
+            "usageMetadata": {"totalTokenCount": self.tokens},
+        }
+        if self.display_name is not None:
+            resource["displayName"] = self.display_name
+        return resource
+
+
+# Per emulator state, so a second app gets its own; reset() of the state cannot see it, so a
+# resource whose store entry is gone (reset, expiry) is treated as gone too.
+_RESOURCES: WeakKeyDictionary[EmulatorState, dict[str, CachedContent]] = WeakKeyDictionary()
+DEFAULT_TTL_SECONDS = 3600.0  # "1 hour" (Vertex docs; Gemini API: third-party quote)
+
+
+def _timestamp(virtual: float) -> str:
+    # Virtual seconds since reset, shown as seconds after the Unix epoch (RFC 3339).
+    moment = datetime.fromtimestamp(virtual, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _seconds(value: Any) -> float:
+    if not isinstance(value, str) or not value.endswith("s"):
+        raise _invalid(f"Invalid value at 'cached_content.ttl' ({value!r}): expected e.g. '300s'")
+    try:
+        seconds = float(value[:-1])
+    except ValueError:
+        raise _invalid(f"Invalid value at 'cached_content.ttl' ({value!r})") from None
+    if seconds <= 0:
+        raise _invalid("cached_content.ttl must be positive.")
+    return seconds
+
+
+def _live(state: EmulatorState, item: CachedContent, now: float) -> bool:
+    if now > item.expire_time:
+        return False
+    # The store entry may be gone (a reset clears the store); the resource then is too.
+    return any(
+        e.model == item.model and e.prefix_hash == item.prefix_hash and e.alive(now)
+        for e in state.cache.entries()
+    )
+
+
+def _cached_for(
+    state: EmulatorState, body: Mapping[str, Any], info: ModelInfo, now: float
+) -> CachedContent | None:
+    if not isinstance(body, Mapping) or "cachedContent" not in body:
+        return None
+    if any(body.get(k) for k in ("systemInstruction", "tools", "toolConfig")):
+        raise _invalid(CACHED_CONTENT_CONFLICT)
+    name = str(body["cachedContent"])
+    item = _RESOURCES.get(state, {}).get(name)
+    if item is None or not _live(state, item, now):
+        raise GeminiError(403, f"CachedContent not found (or permission denied): {name}")
+    if item.model != info.id:
+        raise _invalid(f"Model {info.id} does not match the cached content's {item.model}.")
+    return item
+
+
+def create_cached_content(state: EmulatorState, body: Any, now: float) -> CachedContent:
+    if not isinstance(body, Mapping):
+        raise _invalid("Invalid JSON payload received.")
+    model = str(body.get("model", "")).removeprefix("models/")
+    info = _model(model)
+    fields = {k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body}
+    contents = body.get("contents") or []
+    if contents:
+        _check_contents(contents)
+    declarations = _declarations(body)
+    rows = flatten({**fields, "contents": contents}, declarations)
+    tokens = sum(row.tokens for row in rows)
+    if tokens < info.min_cacheable_tokens:
+        raise _invalid(
+            f"Cached content is too small. total_token_count={tokens}, "
+            f"min_total_token_count={info.min_cacheable_tokens}"
+        )
+    if "expireTime" in body:
+        raise _invalid("expire_time is not supported by this emulator; use ttl.")
+    seconds = _seconds(body["ttl"]) if "ttl" in body else DEFAULT_TTL_SECONDS
+    ttl: TTL = "5m" if seconds <= 300 else "1h"
+    rows[-1] = rows[-1]._replace(breakpoint=ttl)
+    state.cache.apply(rows, model=info.id, now=now, min_tokens=info.min_cacheable_tokens)
+    item = CachedContent(
+        name=f"cachedContents/emulated-{state.next_message_id().rsplit('_', 1)[1]}",
+        model=info.id,
+        fields=fields,
+        contents=list(contents),
+        positions=len(rows),
+        prefix_hash=rows[-1].prefix_hash,
+        tokens=tokens,
+        ttl=ttl,
+        create_time=now,
+        expire_time=now + seconds,
+        display_name=body.get("displayName"),
+    )
+    _RESOURCES.setdefault(state, {})[item.name] = item
+    return item
+
+
+async def _admin_call(
+    state: EmulatorState, request: Request, action: str, name: str | None
+) -> Response:
+    """create / get / delete of a cachedContents resource, logged like a generate call."""
+    raw = await request.body()
+    request_id = state.next_request_id()
+    now = state.clock.now()
+    headers = {k: REDACTED if k in _CREDENTIAL_HEADERS else v for k, v in request.headers.items()}
+    body: Any = None
+    status, answer = 200, {}
+    try:
+        if action == "create":
+            try:
+                body = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise _invalid("Invalid JSON payload received.") from None
+            answer = create_cached_content(state, body, now).resource()
+        else:
+            assert name is not None
+            item = _RESOURCES.get(state, {}).get(name)
+            if item is None or not _live(state, item, now):
+                raise GeminiError(403, f"CachedContent not found (or permission denied): {name}")
+            if action == "delete":
+                # The store entry is not removed: it ages out by its TTL (UNCONFIRMED).
+                del _RESOURCES[state][name]
+            else:
+                answer = item.resource()
+    except GeminiError as exc:
+        status, answer = exc.code, error_body(exc.code, exc.message)
+    _record(
+        state,
+        request_id=request_id,
+        path=request.url.path,
+        started_at=now,
+        body=body,
+        status=status,
+        usage=None,
+        stream=False,
+        headers=headers,
+        raw_body=raw,
+    )
+    return JSONResponse(answer, status_code=status, headers={"x-request-id": request_id})
+
+
+def router(state: EmulatorState) -> APIRouter:
+    """The Gemini endpoints over `state`."""
+    api = APIRouter()
+
+    @api.post("/v1beta/models/{target}")
+    async def models(target: str, request: Request) -> Response:
+        model, _, method = target.partition(":")
+        return await _handle(state, request, model, method)
+
+    @api.post("/v1beta/cachedContents")
+    async def create_cache(request: Request) -> Response:
+        return await _admin_call(state, request, "create", None)
+
+    @api.get("/v1beta/cachedContents/{cache_id}")
+    async def get_cache(cache_id: str, request: Request) -> Response:
+        return await _admin_call(state, request, "get", f"cachedContents/{cache_id}")
+
+    @api.delete("/v1beta/cachedContents/{cache_id}")
+    async def delete_cache(cache_id: str, request: Request) -> Response:
+        return await _admin_call(state, request, "delete", f"cachedContents/{cache_id}")
+
+    # google-genai 3.x defaults to API version v1 (`GOOGLE_AI_API_DEFAULT_VERSION`), so the
+    # same methods answer there too; `/v1/` is already open to SDK credentials.
+    @api.post("/v1/models/{target}")
+    async def models_v1(target: str, request: Request) -> Response:
+        model, _, method = target.partition(":")
+        return await _handle(state, request, model, method)
+
+    return api

@@ -1,0 +1,613 @@
+"""The OpenAI API on the emulator: Chat Completions (`POST /v1/chat/completions`) and
+Responses (`POST /v1/responses`), enough for the official `openai` SDK with
+`base_url=<emulator>/v1`.
+
+Caching is OpenAI's automatic prefix caching, modelled on the one `CacheStore`:
+
+* the request is flattened into positions in prompt order: one per tool definition, then one
+  per Chat message (`instructions` and each Responses input item likewise), each hashed into
+  a cumulative chain that starts from the request settings the caching guide says break the
+  prefix (`parallel_tool_calls`, `response_format` / `text.format`, reasoning effort,
+  verbosity). `tool_choice` is not one of them, so changing it keeps the cache;
+* the automatic breakpoint is the end of the prompt. The store's lookback is 20 positions per
+  breakpoint, so three more breakpoints sit 20, 40 and 60 positions back: the read finds the
+  longest cached prefix among the last 80 positions (the SDK's `prompt_cache_options` doc says
+  OpenAI considers up to 80 breakpoints). They also write, which OpenAI does not bill;
+* entries are namespaced by model and `prompt_cache_key` (a routing input: another key is
+  treated as another machine, so it misses; UNCONFIRMED);
+* `cached_tokens` is the matched prefix rounded down to a multiple of 128, and only prompts
+  of at least the model's minimum (1,024) are cached;
+* `prompt_cache_retention` "in_memory" keeps an entry 5 minutes after its last use, "24h"
+  (the default without ZDR) one hour: the store's two lifetimes (UNCONFIRMED stand-ins for
+  "5-10 minutes idle, at most an hour" and "up to 24 hours").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ...cache import TTL, UnknownModel, get_model
+from ...llm.openai_wire import CACHE_INCREMENT, error_type_for
+from ...tokens import (
+    canonical_json,
+    count_text_tokens,
+    count_tool_call_tokens,
+    count_tool_tokens,
+)
+from ..responder import default_text, fit
+from ..state import EmulatorState, Hold, ScriptedResponse
+
+PATH_PREFIXES = ("/v1/chat/", "/v1/responses")
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+PROVIDER = "openai"
+LOOKBACK_BREAKPOINTS = 4  # the store's per-request maximum; each looks back 20 positions
+LOOKBACK_STRIDE = 20
+DEFAULT_MESSAGES = {
+    400: "Invalid request.",
+    401: "Incorrect API key provided.",
+    403: "You are not allowed to access this resource.",
+    404: "The requested resource was not found.",
+    429: "Rate limit reached for requests.",
+    500: "The server had an error while processing your request.",
+    503: "The engine is currently overloaded, please try again later.",
+}
+
+
+class OpenAIError(Exception):
+    def __init__(
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+
+def error_response(
+    status: int,
+    request_id: str,
+    message: str | None = None,
+    *,
+    error_type: str | None = None,
+    param: str | None = None,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """`{"error": {"message", "type", "param", "code"}}`, as the API sends it."""
+    body = {
+        "error": {
+            "message": message or DEFAULT_MESSAGES.get(status, "Error"),
+            "type": error_type or error_type_for(status),
+            "param": param,
+            "code": code,
+        }
+    }
+    all_headers = {**(headers or {}), "x-request-id": request_id}
+    return JSONResponse(body, status_code=status, headers=all_headers)
+
+
+def _record(state: EmulatorState, **entry: Any) -> None:
+    """`state.record` for a OpenAI request."""
+    state.record(provider=PROVIDER, **entry)
+
+
+# --- flattening ----------------------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    """The text of a Chat / Responses `content`: a string or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    raise OpenAIError(400, "Invalid type for 'content': expected a string or an array.")
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def _chat_positions(body: Mapping[str, Any]) -> list[tuple[Any, int]]:
+    positions: list[tuple[Any, int]] = []
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") or {}
+        tokens = count_tool_tokens(
+            str(fn.get("name", "")), str(fn.get("description") or ""), fn.get("parameters") or {}
+        )
+        positions.append((tool, tokens))
+    for message in body["messages"]:
+        tokens = count_text_tokens(_text_of(message.get("content")))
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            tokens += count_tool_call_tokens(
+                str(fn.get("name", "")), _arguments(fn.get("arguments"))
+            )
+        positions.append((message, tokens))
+    return positions
+
+
+def _responses_input(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    if not isinstance(raw, list):
+        raise OpenAIError(400, "Missing required parameter: 'input'.", param="input")
+    return [dict(item) for item in raw]
+
+
+def _responses_positions(body: Mapping[str, Any]) -> list[tuple[Any, int]]:
+    positions: list[tuple[Any, int]] = []
+    for tool in body.get("tools") or []:
+        tokens = count_tool_tokens(
+            str(tool.get("name", "")),
+            str(tool.get("description") or ""),
+            tool.get("parameters") or {},
+        )
+        positions.append((tool, tokens))
+    if body.get("instructions"):
+        instructions = str(body["instructions"])
+        positions.append(({"instructions": instructions}, count_text_tokens(instructions)))
+    for item in _responses_input(body):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            tokens = count_tool_call_tokens(
+                str(item.get("name", "")), _arguments(item.get("arguments"))
+            )
+        elif kind == "function_call_output":
+            tokens = count_text_tokens(_text_of(item.get("output")))
+        elif kind == "reasoning":
+            tokens = count_text_tokens(_text_of(item.get("summary")))
+        else:
+            tokens = count_text_tokens(_text_of(item.get("content")))
+        # Item ids are server bookkeeping, not prompt text (UNCONFIRMED).
+        positions.append(({k: v for k, v in item.items() if k != "id"}, tokens))
+    return positions
+
+
+def _settings(body: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The settings the caching guide lists as breaking the prefix (besides model, tools)."""
+    if path == CHAT_PATH:
+        return {
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "format": body.get("response_format"),
+            "effort": body.get("reasoning_effort"),
+            "verbosity": body.get("verbosity"),
+        }
+    text = body.get("text") or {}
+    return {
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "format": text.get("format"),
+        "effort": (body.get("reasoning") or {}).get("effort"),
+        "verbosity": text.get("verbosity"),
+        "context_management": body.get("context_management"),
+    }
+
+
+def _retention(body: Mapping[str, Any]) -> TTL:
+    retention = body.get("prompt_cache_retention") or "24h"
+    if retention not in ("in_memory", "24h"):
+        raise OpenAIError(
+            400,
+            f"Invalid value: '{retention}'. Supported values are: 'in_memory' and '24h'.",
+            param="prompt_cache_retention",
+            code="invalid_value",
+        )
+    return "5m" if retention == "in_memory" else "1h"
+
+
+def flatten(body: Mapping[str, Any], path: str) -> tuple[list[tuple[str, int, TTL | None]], int]:
+    """The store's blocks `(prefix_hash, tokens, breakpoint)` for a request, and its total."""
+    positions = _chat_positions(body) if path == CHAT_PATH else _responses_positions(body)
+    ttl = _retention(body)
+    h = hashlib.sha256(canonical_json(_settings(body, path)).encode()).hexdigest()
+    blocks: list[tuple[str, int, TTL | None]] = []
+    for item, tokens in positions:
+        h = hashlib.sha256((h + canonical_json(item)).encode()).hexdigest()
+        blocks.append((h, tokens, None))
+    last = len(blocks) - 1
+    for k in range(LOOKBACK_BREAKPOINTS):
+        at = last - k * LOOKBACK_STRIDE
+        if at >= 0:
+            blocks[at] = (blocks[at][0], blocks[at][1], ttl)
+    return blocks, sum(tokens for _, tokens in positions)
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
+def _validate_common(body: Any) -> int:
+    if not isinstance(body, dict):
+        raise OpenAIError(400, "The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise OpenAIError(400, "Missing required parameter: 'model'.", param="model")
+    try:
+        info = get_model(model)
+    except UnknownModel:
+        info = None
+    if info is None or info.provider != PROVIDER:
+        raise OpenAIError(
+            404,
+            f"The model `{model}` does not exist or you do not have access to it.",
+            code="model_not_found",
+        )
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice")
+    if choice is not None and not tools:
+        raise OpenAIError(
+            400,
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
+            "specified.",
+            param="tool_choice",
+        )
+    return info.min_cacheable_tokens
+
+
+def _validate_chat(body: dict[str, Any]) -> None:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise OpenAIError(400, "Missing required parameter: 'messages'.", param="messages")
+    pending: list[str] = []
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            raise OpenAIError(400, f"Invalid value for 'messages[{i}].role'.", param="messages")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                raise OpenAIError(
+                    400,
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'.",
+                    param=f"messages.[{i}].role",
+                )
+            pending.remove(call_id)
+            continue
+        if pending:
+            raise OpenAIError(
+                400,
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(pending)}",
+                param="messages",
+            )
+        if role == "assistant":
+            pending = [str(c.get("id")) for c in message.get("tool_calls") or []]
+
+
+def _max_tokens(body: Mapping[str, Any], path: str) -> int | None:
+    if path == CHAT_PATH:
+        value = body.get("max_completion_tokens", body.get("max_tokens"))
+    else:
+        value = body.get("max_output_tokens")
+    return int(value) if isinstance(value, int) else None
+
+
+# --- replies -------------------------------------------------------------------------------
+
+
+def _last_user_text(body: Mapping[str, Any], path: str) -> str:
+    items = body["messages"] if path == CHAT_PATH else _responses_input(body)
+    for item in reversed(items):
+        if item.get("role") == "user":
+            return _text_of(item.get("content"))
+    return ""
+
+
+def _tool_names(body: Mapping[str, Any], path: str) -> list[str]:
+    tools = body.get("tools") or []
+    if path == CHAT_PATH:
+        return [str((t.get("function") or {}).get("name")) for t in tools]
+    return [str(t.get("name")) for t in tools if t.get("type") == "function"]
+
+
+def _reply(body: Mapping[str, Any], path: str, scripted: ScriptedResponse | None) -> Any:
+    if scripted is None:
+        choice = body.get("tool_choice")
+        names = _tool_names(body, path)
+        forced = None
+        if choice == "required" and names:
+            forced = names[0]
+        elif isinstance(choice, dict):
+            forced = (choice.get("function") or {}).get("name") or choice.get("name")
+        if forced:
+            return "", [(None, str(forced), {})], False
+        text = default_text(
+            {"messages": [{"role": "user", "content": _last_user_text(body, path)}]}
+        )
+        scripted = ScriptedResponse(text=text)
+    text = scripted.text or ""
+    limit = _max_tokens(body, path)
+    truncated = limit is not None and count_text_tokens(text) > limit
+    if limit is not None:
+        text = fit(text, limit)
+    calls = [(c.id, c.name, c.input) for c in scripted.tool_calls]
+    return text, calls, truncated
+
+
+class _Outcome:
+    def __init__(self, state: EmulatorState, body: dict[str, Any], path: str, now: float) -> None:
+        min_tokens = _validate_common(body)
+        if path == CHAT_PATH:
+            _validate_chat(body)
+        blocks, total = flatten(body, path)
+        info = get_model(body["model"])
+        namespace = f"openai:{info.id}:{body.get('prompt_cache_key') or ''}"
+        result = state.cache.apply(
+            blocks, model=namespace, now=now, min_tokens=min_tokens, ttft=state.ttft
+        )
+        self.prompt_tokens = total
+        self.cached = result.read_tokens // CACHE_INCREMENT * CACHE_INCREMENT
+        self.scripted = state.pop_response()
+        self.text, calls, self.truncated = _reply(body, path, self.scripted)
+        self.calls = [
+            (cid or "call_" + state.next_tool_use_id().split("_", 1)[1], name, args)
+            for cid, name, args in calls
+        ]
+        out = count_text_tokens(self.text) + sum(
+            count_tool_call_tokens(n, a) for _, n, a in self.calls
+        )
+        if self.scripted is not None and self.scripted.output_tokens is not None:
+            out = self.scripted.output_tokens
+        self.output_tokens = out
+        self.id_number = state.next_message_id().split("_", 1)[1]
+
+
+def _chat_usage(o: _Outcome) -> dict[str, Any]:
+    return {
+        "prompt_tokens": o.prompt_tokens,
+        "completion_tokens": o.output_tokens,
+        "total_tokens": o.prompt_tokens + o.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": o.cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+
+
+def _responses_usage(o: _Outcome) -> dict[str, Any]:
+    return {
+        "input_tokens": o.prompt_tokens,
+        # No write fee on these models: writes are reported as 0 (UNCONFIRMED).
+        "input_tokens_details": {"cached_tokens": o.cached, "cache_write_tokens": 0},
+        "output_tokens": o.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": o.prompt_tokens + o.output_tokens,
+    }
+
+
+def _chat_completion(body: Mapping[str, Any], o: _Outcome, created: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": o.text or None, "refusal": None}
+    if o.calls:
+        message["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for cid, n, a in o.calls
+        ]
+    finish = "tool_calls" if o.calls else ("length" if o.truncated else "stop")
+    return {
+        "id": f"chatcmpl-{o.id_number}",
+        "object": "chat.completion",
+        "created": created,
+        "model": body["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": _chat_usage(o),
+        "service_tier": "default",
+        "system_fingerprint": None,
+    }
+
+
+def _chat_chunks(body: Mapping[str, Any], o: _Outcome, created: int) -> list[dict[str, Any]]:
+    full = _chat_completion(body, o, created)
+    head = {k: full[k] for k in ("id", "model", "created", "system_fingerprint")}
+    head["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if o.text:
+        chunks.append(chunk({"content": o.text}))
+    for index, call in enumerate(full["choices"][0]["message"].get("tool_calls", [])):
+        chunks.append(chunk({"tool_calls": [{"index": index, **call}]}))
+    chunks.append(chunk({}, full["choices"][0]["finish_reason"]))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**head, "choices": [], "usage": full["usage"]})
+    return chunks
+
+
+def _response_object(body: Mapping[str, Any], o: _Outcome, created: int) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if o.text:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{o.id_number}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": o.text, "annotations": []}],
+            }
+        )
+    for cid, name, args in o.calls:
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{cid}",
+                "call_id": cid,
+                "name": name,
+                "arguments": json.dumps(args),
+                "status": "completed",
+            }
+        )
+    return {
+        "id": f"resp_{o.id_number}",
+        "object": "response",
+        "created_at": created,
+        "status": "incomplete" if o.truncated else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if o.truncated else None,
+        "error": None,
+        "model": body["model"],
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "prompt_cache_retention": body.get("prompt_cache_retention"),
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "usage": _responses_usage(o),
+    }
+
+
+def _responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """A short but well-formed Responses stream: created, each output item added and done
+    (text as one delta), completed."""
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**response, "status": "in_progress"}}
+    ]
+    for index, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            events.append(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "content_index": 0,
+                    "delta": text,
+                    "logprobs": [],
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+    return events
+
+
+async def _sse(
+    events: list[dict[str, Any]], named: bool, delay: float, cut: int | None
+) -> AsyncIterator[bytes]:
+    if delay:
+        await asyncio.sleep(delay)
+    for event in events[:cut] if cut is not None else events:
+        data = json.dumps(event)
+        prefix = f"event: {event['type']}\n" if named else ""
+        yield f"{prefix}data: {data}\n\n".encode()
+    if cut is None and not named:
+        yield b"data: [DONE]\n\n"
+
+
+HOLD_POLL_SECONDS = 0.002
+
+
+async def _wait(state: EmulatorState, hold: Hold) -> None:
+    """Wait for a release (or a reset); a cancelled request stops counting as waiting."""
+    try:
+        while not hold.released.is_set():
+            await asyncio.sleep(HOLD_POLL_SECONDS)
+    finally:
+        state.drop_hold(hold)
+
+
+async def _handle(state: EmulatorState, request: Request, path: str) -> Response:
+    raw = await request.body()
+    request_id = state.next_request_id()
+    started_at = state.clock.now()
+    try:
+        body: Any = json.loads(raw)
+        parsed = True
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body, parsed = raw.decode("utf-8", errors="replace"), False
+    stream = isinstance(body, dict) and body.get("stream") is True
+    headers = {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
+
+    def record(status: int, usage: dict[str, Any] | None) -> None:
+        _record(
+            state,
+            request_id=request_id,
+            path=path,
+            started_at=started_at,
+            body=body,
+            status=status,
+            usage=usage,
+            stream=stream,
+            headers=headers,
+            raw_body=raw,
+        )
+
+    # As on /v1/messages: id, start time and fault follow arrival order; the cache, script
+    # and log are touched only once a held request is released.
+    fault = state.take_fault()
+    hold = state.take_hold()
+    if hold is not None:
+        await _wait(state, hold)
+        if hold.by_reset:
+            return error_response(500, request_id, "The emulator was reset while held.")
+    if fault is not None and fault.effective_status != 200:
+        status = fault.effective_status
+        record(status, None)
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        return error_response(
+            status, request_id, fault.message, error_type=fault.error_type, headers=fault.headers
+        )
+    try:
+        if not parsed:
+            raise OpenAIError(400, "We could not parse the JSON body of your request.")
+        if path == RESPONSES_PATH:
+            _responses_input(body)
+        outcome = _Outcome(state, body, path, started_at)
+    except OpenAIError as exc:
+        record(exc.status, None)
+        return error_response(exc.status, request_id, exc.message, param=exc.param, code=exc.code)
+
+    created = int(time.time())
+    if path == CHAT_PATH:
+        usage = _chat_usage(outcome)
+        events = _chat_chunks(body, outcome, created) if stream else []
+        reply = _chat_completion(body, outcome, created)
+    else:
+        usage = _responses_usage(outcome)
+        reply = _response_object(body, outcome, created)
+        events = _responses_events(reply) if stream else []
+    record(200, usage)
+    extra = {**(fault.headers if fault else {}), "x-request-id": request_id}
+    delay = fault.delay if fault else 0.0
+    if stream:
+        cut = fault.cut_after_events if fault else None
+        return StreamingResponse(
+            _sse(events, path == RESPONSES_PATH, delay, cut),
+            media_type="text/event-stream",
+            headers=extra,
+        )
+    if delay:
+        await asyncio.sleep(delay)
+    return JSONResponse(reply, headers=extra)
+
+
+def router(state: EmulatorState) -> APIRouter:
+    api = APIRouter()
+
+    @api.post(CHAT_PATH)
+    async def chat_completions(request: Request) -> Response:
+        return await _handle(state, request, CHAT_PATH)
+
+    @api.post(RESPONSES_PATH)
+    async def responses(request: Request) -> Response:
+        return await _handle(state, request, RESPONSES_PATH)
+
+    return api

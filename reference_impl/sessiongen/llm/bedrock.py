@@ -1,0 +1,218 @@
+"""BedrockLLMClient: the LLMClient over AWS Bedrock Converse, on boto3's `bedrock-runtime`.
+
+boto3 is synchronous, so every SDK call (and every read of a ConverseStream event) runs in a
+worker thread. botocore retries are off (`total_max_attempts=1`: one HTTP attempt per call,
+SG-INV-3), for `stream` and `generate` alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import aclosing, contextmanager
+from typing import Any
+
+import boto3  # type: ignore[import-untyped]  # boto3 ships no type hints
+from botocore.config import Config  # type: ignore[import-untyped]  # no type hints
+from botocore.exceptions import (  # type: ignore[import-untyped]  # no type hints
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
+from ..errors import (
+    ProviderAuthenticationError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderStreamInterrupted,
+    ProviderTimeout,
+)
+from .bedrock_wire import FINISH_REASONS, error_for, lower_request, usage_from_bedrock
+from .client import collect
+from .types import (
+    FinishEvent,
+    LLMRequest,
+    LLMResponse,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+    UsageEvent,
+)
+
+__all__ = ["SINGLE_ATTEMPT", "BedrockLLMClient", "lower_request"]
+
+# botocore Config: `total_max_attempts` counts the first attempt too (`max_attempts` counts
+# only retries), so 1 is exactly one HTTP request.
+SINGLE_ATTEMPT = Config(retries={"total_max_attempts": 1, "mode": "standard"})
+
+
+@contextmanager
+def _provider_errors() -> Iterator[None]:
+    """Translate every botocore failure inside the block into a sessiongen error."""
+    try:
+        yield
+    except ClientError as err:  # also EventStreamError, an error event inside a 200 stream
+        error = err.response.get("Error", {})
+        meta = err.response.get("ResponseMetadata", {})
+        raise error_for(
+            error.get("Code"),
+            meta.get("HTTPStatusCode"),
+            str(error.get("Message") or err),
+            request_id=meta.get("RequestId"),
+        ) from err
+    except (ReadTimeoutError, ConnectTimeoutError) as err:
+        raise ProviderTimeout(f"the provider call timed out: {err}") from err
+    except EndpointConnectionError as err:
+        raise ProviderConnectionError(f"could not reach the provider: {err}") from err
+    except NoCredentialsError as err:
+        raise ProviderAuthenticationError(f"no usable AWS credentials: {err}") from err
+    except BotoCoreError as err:
+        raise ProviderStreamInterrupted(f"the provider call broke: {err}") from err
+
+
+def _tool_input(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class BedrockLLMClient:
+    """LLMClient over Converse / ConverseStream through a boto3 `bedrock-runtime` client.
+
+    Pass a ready `client` (built with retries off, e.g. `config=SINGLE_ATTEMPT`) or the
+    options to build one. `generate` is one ConverseStream call collected, as on Anthropic.
+    """
+
+    def __init__(
+        self,
+        client: Any | None = None,
+        *,
+        endpoint_url: str | None = None,
+        region_name: str = "us-east-1",
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+    ) -> None:
+        if client is None:
+            client = boto3.client(
+                "bedrock-runtime",
+                endpoint_url=endpoint_url,
+                region_name=region_name,
+                aws_access_key_id=aws_access_key_id,
+                aws_secret_access_key=aws_secret_access_key,
+                config=SINGLE_ATTEMPT,
+            )
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        return self._events(request)
+
+    async def generate(self, request: LLMRequest) -> LLMResponse:
+        async with aclosing(self._events(request)) as events:
+            return await collect(events)
+
+    async def converse(self, request: LLMRequest) -> LLMResponse:
+        """One non-streaming Converse call."""
+        kwargs = lower_request(request)
+        with _provider_errors():
+            answer = await asyncio.to_thread(self._client.converse, **kwargs)
+        text, reasoning, calls = [], [], []
+        signature: str | None = None
+        for block in answer["output"]["message"]["content"]:
+            if "text" in block:
+                text.append(block["text"])
+            elif "toolUse" in block:
+                use = block["toolUse"]
+                calls.append(ToolCall(id=use["toolUseId"], name=use["name"], input=use["input"]))
+            elif "reasoningContent" in block:
+                part = block["reasoningContent"].get("reasoningText", {})
+                reasoning.append(part.get("text", ""))
+                signature = part.get("signature") or signature
+        return LLMResponse(
+            text="".join(text),
+            reasoning="".join(reasoning),
+            reasoning_signature=signature,
+            tool_calls=tuple(calls),
+            usage=usage_from_bedrock(answer["usage"]),
+            finish_reason=FINISH_REASONS.get(answer["stopReason"], "other"),
+            model=request.model,
+            response_id=answer.get("ResponseMetadata", {}).get("RequestId"),
+        )
+
+    async def _events(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
+        kwargs = lower_request(request)
+        with _provider_errors():
+            answer = await asyncio.to_thread(self._client.converse_stream, **kwargs)
+        request_id = answer.get("ResponseMetadata", {}).get("RequestId")
+        raw_stream = answer["stream"]
+        events = iter(raw_stream)
+        tools: dict[int, tuple[str, str, list[str]]] = {}
+        stop_reason: str | None = None
+        unparsable: str | None = None
+        done = object()
+        try:
+            while True:
+                with _provider_errors():
+                    raw = await asyncio.to_thread(next, events, done)
+                if raw is done:
+                    break
+                assert isinstance(raw, dict)
+                if "contentBlockStart" in raw:
+                    start = raw["contentBlockStart"]
+                    use = start["start"].get("toolUse")
+                    if use is not None:
+                        tools[start["contentBlockIndex"]] = (use["toolUseId"], use["name"], [])
+                elif "contentBlockDelta" in raw:
+                    index = raw["contentBlockDelta"]["contentBlockIndex"]
+                    delta = raw["contentBlockDelta"]["delta"]
+                    if "text" in delta:
+                        yield TextDelta(text=delta["text"])
+                    elif "reasoningContent" in delta:
+                        part = delta["reasoningContent"]
+                        yield ReasoningDelta(
+                            text=part.get("text", ""), signature=part.get("signature")
+                        )
+                    elif "toolUse" in delta and index in tools:
+                        tools[index][2].append(delta["toolUse"]["input"])
+                elif "contentBlockStop" in raw:
+                    tool = tools.pop(raw["contentBlockStop"]["contentBlockIndex"], None)
+                    if tool is not None:
+                        arguments = _tool_input("".join(tool[2]))
+                        if arguments is None:
+                            # Output cut by max_tokens can end inside the JSON: an error only
+                            # if the message does not stop for max_tokens (known later).
+                            unparsable = tool[1]
+                        else:
+                            call = ToolCall(id=tool[0], name=tool[1], input=arguments)
+                            yield ToolCallEvent(call=call)
+                elif "messageStop" in raw:
+                    stop_reason = raw["messageStop"]["stopReason"]
+                elif "metadata" in raw:
+                    yield UsageEvent(usage=usage_from_bedrock(raw["metadata"]["usage"]))
+        finally:
+            raw_stream.close()
+        if stop_reason is None:
+            raise ProviderStreamInterrupted(
+                "the provider stream ended before messageStop", request_id=request_id
+            )
+        if unparsable is not None and stop_reason != "max_tokens":
+            raise ProviderError(
+                f"the provider sent invalid JSON input for tool {unparsable!r}",
+                request_id=request_id,
+            )
+        yield FinishEvent(
+            reason=FINISH_REASONS.get(stop_reason, "other"),
+            model=request.model,
+            response_id=request_id,
+        )

@@ -1,0 +1,210 @@
+"""GeminiLLMClient: the LLMClient over Gemini `generateContent`, on the official `google-genai`.
+
+Both `stream()` and `generate()` make exactly one HTTP attempt (SG-INV-3): the SDK client is
+built with `HttpRetryOptions(attempts=1)`, which also turns off the SDK's implicit retry of
+connection errors (it retries those only when no `retry_options` are set).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import aclosing, contextmanager
+from types import TracebackType
+from typing import Any, Self, cast
+
+import httpx
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from ..errors import (
+    ContextOverflow,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderStreamInterrupted,
+    ProviderTimeout,
+    provider_error_for_status,
+)
+from .client import collect
+from .gemini_wire import FINISH_REASONS, encode_signature, lower_request, usage_from_gemini
+from .types import (
+    FinishEvent,
+    FinishReason,
+    LLMRequest,
+    LLMResponse,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+    UsageEvent,
+)
+
+__all__ = ["GeminiLLMClient", "lower_request"]
+
+SINGLE_ATTEMPT = types.HttpRetryOptions(attempts=1)
+API_VERSION = "v1beta"  # the REST reference's version; google-genai 3.x would default to v1
+
+
+@contextmanager
+def _provider_errors() -> Iterator[None]:
+    """Translate every SDK and transport failure inside the block into a sessiongen error."""
+    try:
+        yield
+    except genai_errors.APIError as err:
+        raise _status_error(err) from err
+    except httpx.TimeoutException as err:
+        raise ProviderTimeout(f"the provider call timed out: {err}") from err
+    except httpx.TransportError as err:
+        raise ProviderConnectionError(
+            f"could not reach the provider: {type(err).__name__}: {err}"
+        ) from err
+    except (httpx.HTTPError, httpx.StreamError, json.JSONDecodeError) as err:
+        raise ProviderStreamInterrupted(
+            f"the provider stream broke: {type(err).__name__}: {err}"
+        ) from err
+    except genai_errors.UnknownApiResponseError as err:
+        raise ProviderStreamInterrupted(f"the provider sent an unreadable chunk: {err}") from err
+
+
+def _status_error(err: genai_errors.APIError) -> ProviderError | ContextOverflow:
+    message = err.message or str(err)
+    status = err.code if isinstance(err.code, int) else 500
+    if status == 400 and "exceeds the maximum number of tokens" in message:
+        # The API's words for an over-long prompt (UNCONFIRMED wording).
+        return ContextOverflow(message, status=status)
+    error_type = err.status if isinstance(err.status, str) else None
+    return provider_error_for_status(status, message, error_type=error_type)
+
+
+class _Decoder:
+    """Folds `GenerateContentResponse` chunks into sessiongen stream events."""
+
+    def __init__(self) -> None:
+        self.model = ""
+        self.response_id: str | None = None
+        self.finish_reason: str | None = None
+        self.calls = 0
+
+    def feed(self, chunk: types.GenerateContentResponse) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        self.model = chunk.model_version or self.model
+        self.response_id = chunk.response_id or self.response_id
+        candidate = chunk.candidates[0] if chunk.candidates else None
+        if candidate is not None:
+            for part in (candidate.content.parts if candidate.content else None) or []:
+                events.extend(self._part(part))
+            if candidate.finish_reason is not None:
+                self.finish_reason = str(candidate.finish_reason.value)
+        if chunk.usage_metadata is not None:
+            events.append(UsageEvent(usage=usage_from_gemini(chunk.usage_metadata)))
+        return events
+
+    def _part(self, part: types.Part) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        signature = encode_signature(part.thought_signature) if part.thought_signature else None
+        if part.thought and part.text:
+            return [ReasoningDelta(text=part.text, signature=signature)]
+        if signature is not None:
+            # A signature on a text or call part belongs to the reasoning before it.
+            events.append(ReasoningDelta(text="", signature=signature))
+        if part.function_call is not None:
+            self.calls += 1
+            call = part.function_call
+            # The API may omit call ids (UNCONFIRMED when); a stable stand-in is made up.
+            call_id = call.id or f"call_{self.response_id or 'gemini'}_{self.calls}"
+            events.append(
+                ToolCallEvent(
+                    call=ToolCall(id=call_id, name=call.name or "", input=dict(call.args or {}))
+                )
+            )
+        elif part.text:
+            events.append(TextDelta(text=part.text))
+        return events
+
+    def finish(self) -> FinishEvent:
+        reason = cast(FinishReason, FINISH_REASONS.get(self.finish_reason or "", "other"))
+        if reason == "end_turn" and self.calls:
+            reason = "tool_use"
+        return FinishEvent(reason=reason, model=self.model, response_id=self.response_id)
+
+
+class GeminiLLMClient:
+    """LLMClient over Gemini, through `google.genai.Client(...).aio`.
+
+    Pass a ready `client` (kept by the caller; its retry options are its own), or the options
+    to build one: `base_url` (e.g. the emulator's) and an `http_client` (an
+    `httpx.AsyncClient`, e.g. over `httpx.ASGITransport(app)`), which the SDK then uses for
+    every call. A built client has retries off and is closed by `aclose()`.
+    """
+
+    def __init__(
+        self,
+        client: genai.Client | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if client is not None:
+            if (api_key, base_url, http_client) != (None, None, None):
+                raise ValueError("pass a ready genai.Client or options to build one")
+            self._client = client
+            self._owns_client = False
+        else:
+            options = types.HttpOptions(
+                base_url=base_url,
+                api_version=API_VERSION,
+                retry_options=SINGLE_ATTEMPT,
+                httpx_async_client=http_client,
+            )
+            self._client = genai.Client(api_key=api_key, http_options=options)
+            self._owns_client = True
+
+    @property
+    def client(self) -> genai.Client:
+        return self._client
+
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        return self._events(request)
+
+    async def generate(self, request: LLMRequest) -> LLMResponse:
+        async with aclosing(self._events(request)) as events:
+            return await collect(events)
+
+    async def _events(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
+        kwargs = lower_request(request)
+        config: dict[str, Any] = kwargs["config"]
+        if request.headers:
+            config["http_options"] = {"headers": dict(request.headers)}
+        decoder = _Decoder()
+        saw_finish = False
+        with _provider_errors():
+            chunks = await self._client.aio.models.generate_content_stream(
+                model=kwargs["model"],
+                contents=kwargs["contents"],
+                config=config,  # type: ignore[arg-type]  # a GenerateContentConfigDict
+            )
+            async for chunk in chunks:
+                for event in decoder.feed(chunk):
+                    yield event
+                saw_finish = saw_finish or decoder.finish_reason is not None
+        if not saw_finish:
+            raise ProviderStreamInterrupted("the provider stream ended before a finishReason")
+        yield decoder.finish()
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aio.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

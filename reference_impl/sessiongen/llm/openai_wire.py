@@ -1,0 +1,209 @@
+"""Facts of the OpenAI Chat Completions wire that the adapter and the emulator both read.
+
+The lowering of an `LLMRequest` to the kwargs of `client.chat.completions.create`, the usage
+reading and the one error table live here, so the emulator and the adapter cannot drift
+apart. This module imports no SDK: reading the wire never loads `openai`.
+
+Why Chat Completions (and not Responses) for the adapter: an `LLMRequest` maps one to one onto
+Chat messages (tool calls inside the assistant message, each result a `tool` message), the
+call is stateless (nothing is stored server-side, unlike Responses' default `store`), and the
+stream reports the final usage with `stream_options.include_usage`. The emulator serves
+Responses too, for SDK users.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import (
+    ContextOverflow,
+    ProviderAuthenticationError,
+    ProviderError,
+    ProviderInvalidRequest,
+    ProviderNotFound,
+    ProviderRateLimited,
+    ProviderServerError,
+    ProviderTimeout,
+)
+from .types import LLMMessage, LLMRequest, ToolChoice, ToolResultContent, Usage
+
+__all__ = ["ERRORS", "CACHE_INCREMENT", "error_for", "lower_request", "usage_from_openai"]
+
+CACHE_INCREMENT = 128
+"""Cached prefixes grow in 128-token steps (OpenAI prompt-caching guide)."""
+
+# The one error table: HTTP status -> (error `type` in the body, typed sessiongen error).
+# Types per the OpenAI error-codes guide: 401/403/404/409/400/422 are `invalid_request_error`
+# with a `code` (invalid_api_key, model_not_found, ...); 429 `rate_limit_exceeded` (or
+# `insufficient_quota`); 5xx `server_error`. The exact `type` of 403/409/504 is UNCONFIRMED.
+ERRORS: Mapping[int, tuple[str, type[ProviderError]]] = MappingProxyType(
+    {
+        400: ("invalid_request_error", ProviderInvalidRequest),
+        401: ("invalid_request_error", ProviderAuthenticationError),
+        403: ("invalid_request_error", ProviderAuthenticationError),
+        404: ("invalid_request_error", ProviderNotFound),
+        409: ("invalid_request_error", ProviderInvalidRequest),
+        413: ("invalid_request_error", ProviderInvalidRequest),
+        422: ("invalid_request_error", ProviderInvalidRequest),
+        429: ("rate_limit_exceeded", ProviderRateLimited),
+        500: ("server_error", ProviderServerError),
+        502: ("server_error", ProviderServerError),
+        503: ("server_error", ProviderServerError),
+        504: ("server_error", ProviderTimeout),
+    }
+)
+CONTEXT_LENGTH_CODE = "context_length_exceeded"
+
+
+def error_type_for(status: int) -> str:
+    if status in ERRORS:
+        return ERRORS[status][0]
+    return "server_error" if status >= 500 else "invalid_request_error"
+
+
+def error_for(
+    status: int,
+    message: str,
+    *,
+    code: str | None = None,
+    request_id: str | None = None,
+    error_type: str | None = None,
+) -> ProviderError | ContextOverflow:
+    """The typed sessiongen error for an OpenAI error response."""
+    if status == 400 and code == CONTEXT_LENGTH_CODE:
+        return ContextOverflow(message, status=status, request_id=request_id)
+    cls = ERRORS[status][1] if status in ERRORS else ProviderServerError
+    if status == 408:
+        cls = ProviderTimeout
+    elif status not in ERRORS and status < 500:
+        cls = ProviderInvalidRequest
+    return cls(message, status=status, request_id=request_id, error_type=error_type or code)
+
+
+def _get(source: Mapping[str, Any] | object, name: str) -> Any:
+    return source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+
+
+def usage_from_openai(usage: Mapping[str, Any] | object | None) -> Usage:
+    """Usage from a Chat `usage` (prompt/completion tokens) or a Responses one (input/output
+    tokens): an API dict or an SDK object. OpenAI bills no cache writes on these models, so
+    the uncached rest of the prompt is plain input."""
+    if usage is None:
+        return Usage()
+    prompt = _get(usage, "prompt_tokens")
+    details = _get(usage, "prompt_tokens_details")
+    output = _get(usage, "completion_tokens")
+    if prompt is None:  # Responses spelling
+        prompt = _get(usage, "input_tokens")
+        details = _get(usage, "input_tokens_details")
+        output = _get(usage, "output_tokens")
+    cached = (_get(details, "cached_tokens") if details is not None else None) or 0
+    return Usage(
+        input_tokens=int(prompt or 0) - int(cached),
+        output_tokens=int(output or 0),
+        cache_read_tokens=int(cached),
+    )
+
+
+# --- lowering ------------------------------------------------------------------------------
+
+
+def lower_request(request: LLMRequest) -> dict[str, Any]:
+    """The kwargs of `chat.completions.create` for `request` (without `stream`).
+
+    * system parts: one `system` message each, first;
+    * a user message's tool results become `tool` messages (Chat wants them right after the
+      assistant message that called), then its text as one `user` message;
+    * reasoning is dropped: Chat Completions has no way to send reasoning back;
+    * cache marks are dropped: caching is automatic (the whole prompt prefix). A 1h mark asks
+      for `prompt_cache_retention: "24h"`; otherwise the field is left to its default;
+    * tool choice: auto -> "auto", any -> "required", tool -> named function, none -> "none"
+      (the tools stay: the caching guide says to set "none" instead of removing them);
+      `disable_parallel_tool_use` -> `parallel_tool_calls: false` (a prefix-breaking setting);
+    * `max_output_tokens` -> `max_completion_tokens`, at least 1 (0, a pre-warm, is not a
+      valid value: UNCONFIRMED, so the smallest valid one is sent);
+    * `provider_options["openai"]` is merged last.
+    """
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": part.text} for part in request.system
+    ]
+    for message in request.messages:
+        messages.extend(_lower_message(message))
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": messages,
+        "max_completion_tokens": max(1, request.max_output_tokens),
+    }
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.input_schema,
+                },
+            }
+            for tool in request.tools
+        ]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _lower_tool_choice(request.tool_choice)
+        if request.tool_choice.disable_parallel_tool_use and request.tools:
+            body["parallel_tool_calls"] = False
+    if request.prompt_cache_key is not None:
+        body["prompt_cache_key"] = request.prompt_cache_key
+    if any(mark is not None and mark.ttl == "1h" for mark in _marks(request)):
+        body["prompt_cache_retention"] = "24h"
+    body.update(request.provider_options.get("openai", {}))
+    return body
+
+
+def _marks(request: LLMRequest) -> list[Any]:
+    marks: list[Any] = [t.cache for t in request.tools] + [s.cache for s in request.system]
+    for message in request.messages:
+        marks += [part.cache for part in message.content]
+    return marks
+
+
+def _lower_message(message: LLMMessage) -> list[dict[str, Any]]:
+    if message.role == "user":
+        out: list[dict[str, Any]] = []
+        texts: list[str] = []
+        for part in message.content:
+            if isinstance(part, ToolResultContent):
+                # Chat has no error flag on a tool message; the text says what happened.
+                out.append(
+                    {"role": "tool", "tool_call_id": part.tool_call_id, "content": part.text}
+                )
+            elif part.type == "text":
+                texts.append(part.text)
+        if texts:
+            out.append({"role": "user", "content": "\n\n".join(texts)})
+        return out
+    text = "".join(part.text for part in message.content if part.type == "text")
+    calls = [
+        {
+            "id": part.id,
+            "type": "function",
+            "function": {"name": part.name, "arguments": json.dumps(part.input)},
+        }
+        for part in message.content
+        if part.type == "tool_call"
+    ]
+    lowered: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        lowered["tool_calls"] = calls
+    return [lowered]
+
+
+def _lower_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if choice.type == "any":
+        return "required"
+    if choice.type == "tool":
+        if choice.name is None:
+            raise ValueError("tool_choice of type 'tool' needs the tool's name")
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice.type  # "auto" | "none"

@@ -81,7 +81,9 @@ class FaultSpec(BaseModel):
 
 
 # Credentials never reach the log (it is served over HTTP and pasted into bug reports).
-REDACTED_HEADERS = frozenset({"x-api-key", "authorization"})
+REDACTED_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key"})
+"""Every provider SDK's credential header (Anthropic, OpenAI and Bedrock's SigV4 use
+`authorization` or `x-api-key`; Gemini `x-goog-api-key`): never logged or served."""
 REDACTED = "[redacted]"
 
 

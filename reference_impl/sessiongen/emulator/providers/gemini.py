@@ -42,14 +42,13 @@ from ...tokens import (
     count_tool_definition_tokens,
 )
 from ..responder import THINKING_SIGNATURE, build_reply
-from ..state import REDACTED, EmulatorState, FaultSpec, Hold, ScriptedResponse
+from ..state import EmulatorState, FaultSpec, Hold, ScriptedResponse, redact_headers
 
 PATH_PREFIXES = ("/v1beta/",)
 PROVIDER = "gemini"
 METHODS = ("generateContent", "streamGenerateContent")
 HOLD_POLL_SECONDS = 0.002
 GENESIS = hashlib.sha256(b"sessiongen.cache/gemini/v1").hexdigest()
-_CREDENTIAL_HEADERS = frozenset({"x-goog-api-key"})
 IMPLICIT_TTL: TTL = "5m"  # UNCONFIRMED: the docs give implicit caching no lifetime
 _DATA_FIELDS = (
     "text",
@@ -431,8 +430,6 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
     sse = stream and request.query_params.get("alt") == "sse"
     path = request.url.path
     headers = {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
-    # The SDK's credential header; state.record redacts only Anthropic's.
-    headers.update({k: REDACTED for k in headers if k in _CREDENTIAL_HEADERS})
 
     def record(status: int, usage: dict[str, Any] | None) -> None:
         _record(
@@ -660,7 +657,7 @@ async def _admin_call(
     raw = await request.body()
     request_id = state.next_request_id()
     now = state.clock.now()
-    headers = {k: REDACTED if k in _CREDENTIAL_HEADERS else v for k, v in request.headers.items()}
+    headers = redact_headers(request.headers)
     body: Any = None
     status, answer = 200, {}
     try:

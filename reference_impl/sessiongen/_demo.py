@@ -1,13 +1,14 @@
 """The demo: three durable turns (one with tool calls) and one session.generate, on the
-embedded emulator through the official SDK, with SQLite as the store, and the cache usage of
-every request the emulator received."""
+embedded emulator through a provider's official SDK (Anthropic by default; Bedrock, OpenAI or
+Gemini with `provider`), with SQLite as the store, and the cache usage of every request the
+emulator received, read in that provider's usage shape."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from .lab import LoggedUsage, emulator_lab
+from .lab import PROVIDER_MODELS, SDKS, LoggedUsage, Provider, emulator_lab
 from .sample import SAMPLE_AGENT
 
 TURNS = (
@@ -15,6 +16,28 @@ TURNS = (
     "Does mean() handle an empty list?",
     "Summarise the risks you found in one sentence.",
 )
+
+
+_WRITES = (
+    "\nTurn one writes the prefix (tools, system, history); every later request reads it"
+    "\nback and writes only what is new. The generate call reads the whole session prefix"
+    "\nand leaves the session unchanged."
+)
+NOTES: dict[Provider, str] = {
+    "anthropic": _WRITES,
+    "bedrock": _WRITES + "\nClaude on Bedrock caches as on Anthropic: at cachePoint blocks.",
+    "openai": (
+        "\nOpenAI caches automatically, with no writes: every later request reads back the"
+        "\nprefix an earlier one sent, rounded down to a multiple of 128 tokens (from 1,024)."
+        "\nThe generate call reads the session prefix and leaves the session unchanged."
+    ),
+    "gemini": (
+        "\nGemini caches implicitly, with no writes: every later request reads back the"
+        "\nprefix an earlier one sent (from 1,024 tokens on gemini-3-flash-preview). The"
+        "\ngenerate call reads the whole session prefix and leaves the session unchanged."
+    ),
+}
+"""What each provider's table shows, printed under it."""
 
 
 @dataclass(frozen=True)
@@ -25,10 +48,12 @@ class Row:
     usage: LoggedUsage
 
 
-async def run_demo(database: Path | str = ":memory:") -> list[Row]:
-    """Run the demo in a temporary workspace (removed after) and return one row per request
-    the emulator logged."""
-    async with emulator_lab(database=database) as lab:
+async def run_demo(
+    database: Path | str = ":memory:", provider: Provider = "anthropic"
+) -> list[Row]:
+    """Run the demo in a temporary workspace (removed after) through `provider`'s official
+    SDK and return one row per request the emulator logged."""
+    async with emulator_lab(database=database, provider=provider) as lab:
         session = lab.engine.create_session(SAMPLE_AGENT.name, workspace=lab.workspace)
         operations: list[str] = []
         lab.script(
@@ -69,11 +94,10 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-async def print_demo() -> None:
-    print("sessiongen demo: official anthropic SDK -> embedded emulator (virtual clock), SQLite")
-    print(format_table(await run_demo()))
+async def print_demo(provider: Provider = "anthropic") -> None:
     print(
-        "\nTurn one writes the prefix (tools, system, history); every later request reads it"
-        "\nback and writes only what is new. The generate call reads the whole session prefix"
-        "\nand leaves the session unchanged."
+        f"sessiongen demo: {provider} ({PROVIDER_MODELS[provider]}) via the official "
+        f"{SDKS[provider]} -> embedded emulator (virtual clock), SQLite"
     )
+    print(format_table(await run_demo(provider=provider)))
+    print(NOTES[provider])

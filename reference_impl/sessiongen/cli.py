@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, cast
 
 if TYPE_CHECKING:
+    from .lab import Provider as LabProvider
     from .server.serve import Provider
     from .warming.experiment import ExperimentResult
     from .warming.traces import Trace
@@ -22,6 +23,7 @@ PORTS = range(1, 65536)
 MAX_SESSIONS = 100_000
 FORMATS = ("mooncake", "events", "claude-code", "opencode")  # warming.formats.FORMATS, unimported
 PROVIDERS = ("emulator", "anthropic")  # server.serve.PROVIDERS, unimported
+DEMO_PROVIDERS = ("anthropic", "bedrock", "openai", "gemini")  # lab.PROVIDERS, unimported
 TOKEN_ENV = "SESSIONGEN_TOKEN"
 EMULATOR_TOKEN_ENV = "SESSIONGEN_EMULATOR_TOKEN"  # emulator.server.TOKEN_ENV, unimported
 
@@ -86,8 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('sessiongen')}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser(
+    demo = commands.add_parser(
         "demo", help="three durable turns and a generate on the embedded emulator and SQLite"
+    )
+    demo.add_argument(
+        "--provider",
+        choices=DEMO_PROVIDERS,
+        default="anthropic",
+        help="the API and official SDK the engine talks to the emulator through (default "
+        "anthropic; bedrock: boto3 Converse, openai: Chat Completions, gemini: google-genai)",
     )
 
     server = commands.add_parser(
@@ -181,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from ._demo import print_demo
 
-        asyncio.run(print_demo())
+        asyncio.run(print_demo(cast("LabProvider", args.provider)))
         return 0
     if args.command == "serve":
         token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None

@@ -1,5 +1,6 @@
-"""The lab: an engine wired to an in-process emulator through the official SDK, with the
-emulator's admin API at hand, for notebooks, tests and benchmarks.
+"""The lab: an engine wired to an in-process emulator through the official SDK (Anthropic's,
+or Bedrock's, OpenAI's or Gemini's with `provider=`), with the emulator's admin API at hand,
+for notebooks, tests and benchmarks.
 
 Everything runs on the emulator's virtual clock and deterministic responder, so a notebook
 that drives a lab reproduces its outputs exactly.
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import ExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import httpx
 import httpx2
 
 from ._engine import SessionEngine
@@ -27,13 +29,43 @@ from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
 from .llm.anthropic import AnthropicLLMClient
 from .llm.anthropic_wire import usage_from_anthropic
+from .llm.bedrock_wire import usage_from_bedrock
 from .llm.client import LLMClient
+from .llm.gemini_wire import usage_from_gemini
+from .llm.openai_wire import usage_from_openai
 from .llm.types import Usage
-from .model import Agent
+from .model import Agent, ModelRef
 from .sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
 from .tools import ToolRegistry
 
 BASE_URL = "http://emulator.lab"
+
+Provider = Literal["anthropic", "bedrock", "openai", "gemini"]
+PROVIDERS: tuple[Provider, ...] = ("anthropic", "bedrock", "openai", "gemini")
+"""The providers a lab can drive: each through its own official SDK and LLMClient."""
+
+PROVIDER_MODELS: dict[Provider, str] = {
+    "anthropic": SAMPLE_AGENT.model.id,
+    "bedrock": "us.anthropic.claude-sonnet-4-6",  # Claude on Converse: Anthropic's caching
+    "openai": "gpt-4.1",
+    "gemini": "gemini-3-flash-preview",  # implicit caching from 1,024 tokens
+}
+"""The catalogued model each provider's lab points the sample agent at."""
+
+SDKS: dict[Provider, str] = {
+    "anthropic": "anthropic SDK",
+    "bedrock": "boto3 bedrock-runtime (Converse)",
+    "openai": "openai SDK (Chat Completions)",
+    "gemini": "google-genai SDK",
+}
+"""The official SDK each provider's lab talks through."""
+
+_USAGE = {
+    "anthropic": usage_from_anthropic,
+    "bedrock": usage_from_bedrock,
+    "openai": usage_from_openai,
+    "gemini": usage_from_gemini,
+}
 
 
 @dataclass(frozen=True)
@@ -63,8 +95,10 @@ class LoggedUsage:
 
     @staticmethod
     def of(logged: dict[str, Any]) -> LoggedUsage:
-        # A failed request is logged without usage: it counts as no tokens at all.
-        usage = usage_from_anthropic(logged.get("usage") or {})
+        """Read the usage in the shape of the provider the request came in on (the log's
+        `provider`; Anthropic when absent). A failed request is logged without usage: it
+        counts as no tokens at all."""
+        usage = _USAGE[logged.get("provider") or "anthropic"](logged.get("usage") or {})
         return LoggedUsage(
             uncached=usage.input_tokens,
             write_5m=usage.cache_write_5m_tokens,
@@ -82,9 +116,10 @@ class EmulatorLab:
 
     engine: SessionEngine
     admin: httpx2.AsyncClient
-    llm: AnthropicLLMClient
+    llm: LLMClient
     workspace: Path
     emulator: EmulatorState
+    provider: Provider = "anthropic"
 
     def requests(self) -> list[dict[str, Any]]:
         """Every request the emulator received, in order (copies)."""
@@ -147,6 +182,60 @@ def _claim_workspace(workspace: Path) -> Path:
     return workspace
 
 
+def _repoint(agents: Iterable[Agent], provider: Provider) -> list[Agent]:
+    """`agents`, with each one on the sample agent's (Anthropic) model moved to the
+    provider's catalogued model: that model id means nothing to another provider's API."""
+    model = ModelRef(id=PROVIDER_MODELS[provider])
+    return [
+        a.model_copy(update={"model": model}) if a.model == SAMPLE_AGENT.model else a
+        for a in agents
+    ]
+
+
+async def _provider_llm(
+    provider: Provider, state: EmulatorState, cleanup: AsyncExitStack, max_retries: int
+) -> LLMClient:
+    """That provider's LLMClient on `state`: in-process over an ASGI transport, except
+    Bedrock (boto3 is synchronous), which talks to a loopback server over the same state."""
+    app = create_app(state)
+    if provider == "anthropic":
+        transport = httpx2.ASGITransport(app=app)
+        return await cleanup.enter_async_context(
+            AnthropicLLMClient(
+                api_key="lab",
+                http_client=httpx2.AsyncClient(transport=transport, base_url=BASE_URL),
+                max_retries=max_retries,
+            )
+        )
+    if provider == "openai":
+        from .llm.openai import OpenAILLMClient
+
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE_URL)
+        return await cleanup.enter_async_context(
+            OpenAILLMClient(
+                http_client=http, base_url=f"{BASE_URL}/v1", api_key="lab", max_retries=max_retries
+            )
+        )
+    if provider == "gemini":
+        from .llm.gemini import GeminiLLMClient
+
+        http1 = await cleanup.enter_async_context(
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL)
+        )
+        return await cleanup.enter_async_context(
+            GeminiLLMClient(api_key="lab", base_url=BASE_URL, http_client=http1)
+        )
+    from .emulator import BackgroundServer
+    from .llm.bedrock import BedrockLLMClient
+
+    server = cleanup.enter_context(BackgroundServer(state))
+    bedrock = BedrockLLMClient(
+        endpoint_url=server.url, aws_access_key_id="lab", aws_secret_access_key="lab"
+    )
+    cleanup.callback(bedrock.client.close)
+    return bedrock
+
+
 @asynccontextmanager
 async def emulator_lab(
     workspace: str | Path | None = None,
@@ -154,6 +243,7 @@ async def emulator_lab(
     agents: Iterable[Agent] = (SAMPLE_AGENT,),
     database: str | Path = ":memory:",
     max_retries: int = 0,
+    provider: Provider = "anthropic",
 ) -> AsyncIterator[EmulatorLab]:
     """A lab over a fresh in-process emulator and store, with the sample files in a workspace.
 
@@ -163,7 +253,15 @@ async def emulator_lab(
     anything in it) raises `FileExistsError` before anything is written, because the lab
     never overwrites files it did not create, and a directory without the sample files
     would make the sample agent's answers meaningless.
+
+    `provider` picks the API and official SDK the engine talks through (`PROVIDERS`), all
+    on the same emulator state: agents on the sample agent's model move to that provider's
+    model in `PROVIDER_MODELS`. Bedrock's boto3 client is synchronous, so it reaches the
+    emulator over a loopback `BackgroundServer`, stopped on exit; `max_retries` applies to
+    the Anthropic and OpenAI SDKs (Bedrock and Gemini are built with retries off).
     """
+    if provider not in PROVIDERS:
+        raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
     with ExitStack() as cleanup:
         if workspace is None:
             temporary = tempfile.TemporaryDirectory(prefix="sessiongen-lab-")
@@ -175,15 +273,12 @@ async def emulator_lab(
         transport = httpx2.ASGITransport(app=create_app(state))
         async with (
             httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as admin,
-            AnthropicLLMClient(
-                api_key="lab",
-                http_client=httpx2.AsyncClient(transport=transport, base_url=BASE_URL),
-                max_retries=max_retries,
-            ) as llm,
+            AsyncExitStack() as clients,
         ):
+            llm = await _provider_llm(provider, state, clients, max_retries)
             store = SessionStore(database)
             try:
-                engine = SessionEngine(store, llm, list(agents))
-                yield EmulatorLab(engine, admin, llm, root, state)
+                engine = SessionEngine(store, llm, _repoint(agents, provider))
+                yield EmulatorLab(engine, admin, llm, root, state, provider)
             finally:
                 store.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,6 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
+from .intake import parse_body, request_headers
 from .providers import provider_prefixes, provider_routers
 from .responder import build_reply
 from .state import EmulatorState, FaultSpec, Hold, ScriptedResponse
@@ -72,15 +72,6 @@ class HoldUpdate(BaseModel):
     count: int = Field(ge=1)
 
 
-def _parse_body(raw: bytes) -> tuple[Any, bool]:
-    """(body, parsed): the JSON value, or the raw text when it is not JSON (kept for the
-    request log, which records bodies as received)."""
-    try:
-        return json.loads(raw), True
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return raw.decode("utf-8", errors="replace"), False
-
-
 def _error_response(
     status: int,
     request_id: str,
@@ -101,11 +92,6 @@ def _validation_message(exc: RequestValidationError) -> str:
         loc = ".".join(str(x) for x in error.get("loc", ()) if x != "body")
         parts.append(f"{loc}: {error.get('msg', 'invalid')}" if loc else str(error.get("msg")))
     return "; ".join(parts) or "Invalid request"
-
-
-def _headers(request: Request) -> dict[str, str]:
-    """The request headers by lower-case name; a repeated header's values joined by ", "."""
-    return {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
 
 
 async def _wait(state: EmulatorState, hold: Hold) -> None:
@@ -132,11 +118,11 @@ async def _handle(
             status=413,
             usage=None,
             stream=False,
-            headers=_headers(request),
+            headers=request_headers(request),
             raw_body=b"",
         )
         return _error_response(413, request_id, error_type="request_too_large")
-    body, parsed = _parse_body(raw)
+    body, parsed = parse_body(raw)
     stream = path == MESSAGES_PATH and isinstance(body, dict) and body.get("stream") is True
 
     def record(status: int, usage: dict[str, Any] | None) -> None:
@@ -148,7 +134,7 @@ async def _handle(
             status=status,
             usage=usage,
             stream=stream,
-            headers=_headers(request),
+            headers=request_headers(request),
             raw_body=raw,
         )
 

@@ -25,6 +25,7 @@ from ...cache import CacheUsage
 from ...cache.catalog import UnknownModel, get_model
 from ...llm.bedrock_wire import CODE_FOR_STATUS
 from ..errors import APIError
+from ..intake import parse_body, request_headers
 from ..responder import build_reply
 from ..state import EmulatorState
 from ..validation import validate_messages
@@ -335,12 +336,8 @@ async def handle(state: EmulatorState, request: Request, model_id: str, stream: 
     request_id = state.next_request_id()
     started_at = state.clock.now()
     path = request.url.path
-    try:
-        body: Any = json.loads(raw)
-        parsed = True
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        body, parsed = raw.decode("utf-8", errors="replace"), False
-    headers = {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
+    body, parsed = parse_body(raw)
+    headers = request_headers(request)
 
     def log(status: int, usage: dict[str, Any] | None) -> None:
         record(

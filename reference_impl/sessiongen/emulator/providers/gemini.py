@@ -41,6 +41,7 @@ from ...tokens import (
     count_json_tokens,
     count_tool_definition_tokens,
 )
+from ..intake import parse_body, request_headers
 from ..responder import THINKING_SIGNATURE, build_reply
 from ..state import EmulatorState, FaultSpec, Hold, ScriptedResponse, redact_headers
 
@@ -421,15 +422,11 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
     raw = await request.body()
     request_id = state.next_request_id()
     started_at = state.clock.now()
-    try:
-        body: Any = json.loads(raw)
-        parsed = True
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        body, parsed = raw.decode("utf-8", errors="replace"), False
+    body, parsed = parse_body(raw)
     stream = method == "streamGenerateContent"
     sse = stream and request.query_params.get("alt") == "sse"
     path = request.url.path
-    headers = {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
+    headers = request_headers(request)
 
     def record(status: int, usage: dict[str, Any] | None) -> None:
         _record(

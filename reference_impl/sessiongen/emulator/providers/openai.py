@@ -42,6 +42,7 @@ from ...tokens import (
     count_tool_call_tokens,
     count_tool_tokens,
 )
+from ..intake import parse_body, request_headers
 from ..responder import default_text, fit
 from ..state import EmulatorState, Hold, ScriptedResponse
 
@@ -527,13 +528,9 @@ async def _handle(state: EmulatorState, request: Request, path: str) -> Response
     raw = await request.body()
     request_id = state.next_request_id()
     started_at = state.clock.now()
-    try:
-        body: Any = json.loads(raw)
-        parsed = True
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        body, parsed = raw.decode("utf-8", errors="replace"), False
+    body, parsed = parse_body(raw)
     stream = isinstance(body, dict) and body.get("stream") is True
-    headers = {name: ", ".join(request.headers.getlist(name)) for name in request.headers}
+    headers = request_headers(request)
 
     def record(status: int, usage: dict[str, Any] | None) -> None:
         _record(

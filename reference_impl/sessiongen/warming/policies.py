@@ -268,7 +268,8 @@ _REFRESH_SECONDS = 30.0  # how stale a depth's table may get before it is recomp
 
 
 class Learned(_Base):
-    """Online expected-cost policy. For each turn depth it keeps a life table of the gap from
+    """Online expected-cost policy. For each turn depth (`_DEPTHS` groups: a session's first
+    request, and its later ones) it keeps a life table of the gap from
     a request to its session's next one, built only from arrivals seen so far: sessions that
     continued give a gap, sessions still open count as censored at their current age, and a
     session that never continues stays censored, which is how the estimate learns that many

@@ -100,11 +100,7 @@ def count_tool_definition_tokens(tool: Mapping[str, Any]) -> int:
 def count_body_tokens(body: Mapping[str, Any]) -> int:
     """Input tokens of a Messages wire body: the sum over its positions, tools then system
     blocks then message content blocks (what `count_tokens` answers)."""
-    total = sum(count_tool_definition_tokens(tool) for tool in body.get("tools") or [])
-    total += sum(count_content_tokens(block) for block in content_blocks(body.get("system")))
-    for message in body.get("messages") or []:
-        total += sum(count_content_tokens(b) for b in content_blocks(message.get("content")))
-    return total
+    return sum(body_positions(body))
 
 
 def count_request_tokens(request: LLMRequest) -> int:
@@ -134,11 +130,16 @@ def scale_tokens(tokens: int, multiplier: float) -> int:
 def body_positions(body: Mapping[str, Any]) -> list[int]:
     """The byte-based count of each position of a Messages wire body, in prefix order (one
     per tool definition, system block and message content block): the positions the cache
-    model flattens, so `sum(body_positions(b)) == count_body_tokens(b)`."""
+    model flattens, so `sum(body_positions(b)) == count_body_tokens(b)`. Prior-turn thinking
+    the model strips from context is no position (`cache.prefix.stripped_thinking`)."""
+    from .cache.prefix import stripped_thinking  # the cache package imports this one
+
+    stripped = stripped_thinking(body)
     counts = [count_tool_definition_tokens(tool) for tool in body.get("tools") or []]
     counts += [count_content_tokens(block) for block in content_blocks(body.get("system"))]
-    for message in body.get("messages") or []:
-        counts += [count_content_tokens(b) for b in content_blocks(message.get("content"))]
+    for i, message in enumerate(body.get("messages") or []):
+        blocks = content_blocks(message.get("content"))
+        counts += [count_content_tokens(b) for j, b in enumerate(blocks) if (i, j) not in stripped]
     return counts
 
 

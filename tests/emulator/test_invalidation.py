@@ -141,6 +141,19 @@ async def test_thinking_config_invalidates_messages(emu: Emu) -> None:
     assert await read_after(emu, changed) == MESSAGES
 
 
+async def test_thinking_set_to_its_default_changes_nothing(emu: Emu) -> None:
+    """ "setting a parameter explicitly to its default value is equivalent to omitting it"
+    (AD:build-with-claude/thinking#thinking-and-prompt-caching): thinking is "Off" by default
+    on Sonnet 4.6 (AD:build-with-claude/thinking-troubleshooting), so `disabled` is no change."""
+    assert await read_after(emu, {**base(), "thinking": {"type": "disabled"}}) == NOTHING
+
+
+async def test_adaptive_thinking_on_a_default_off_model_invalidates_messages(emu: Emu) -> None:
+    """Thinking parameters, "Switching between `adaptive`, `enabled`, and `disabled`"
+    invalidates message blocks: `adaptive` on Sonnet 4.6, whose default is off, is a change."""
+    assert await read_after(emu, {**base(), "thinking": {"type": "adaptive"}}) == MESSAGES
+
+
 async def test_effort_change_invalidates_messages(emu: Emu) -> None:
     """Effort setting (model-specific, model-specific, ✘): "Changing the output_config.effort
     value always invalidates message blocks"."""

@@ -1,7 +1,7 @@
 """Per-model facts (minimum cacheable length, context window, output limit, prefill,
-retirement, tokenizer family, tool-use system prompt) loaded
-from `models.json` (Anthropic's models) and one `models_<provider>.json` per other provider,
-with alias resolution."""
+retirement, tokenizer family, tool-use system prompt, thinking default and preservation,
+mid-conversation system messages) loaded from `models.json` (Anthropic's models) and one
+`models_<provider>.json` per other provider, with alias resolution."""
 
 from __future__ import annotations
 
@@ -49,6 +49,14 @@ class ModelInfo:
     tool_system_prompt_tokens: tuple[int, int] = (0, 0)
     """Tokens of the system prompt the API adds when `tools` are present: with tool choice
     `auto` or `none`, and with `any` or `tool`."""
+    thinking_default: str = "disabled"
+    """The `thinking.type` a request that omits `thinking` runs with (`adaptive` where
+    thinking is on by default); spelling it out is the same prompt as omitting it."""
+    strips_prior_thinking: bool = False
+    """Whether the API drops thinking blocks of earlier turns from context ("keep the last
+    turn only"); otherwise they stay in context, cached and counted ("keep all")."""
+    mid_conversation_system: bool = False
+    """Whether `messages` may carry `{"role": "system"}` messages."""
 
     def tool_prompt_tokens(self, tool_choice: str | None) -> int:
         """The tool-use system prompt for a request with tools and this tool choice type."""
@@ -100,6 +108,9 @@ def _catalog() -> dict[str, ModelInfo]:
                 int(tool_prompt.get("auto_none", 0)),
                 int(tool_prompt.get("any_tool", 0)),
             ),
+            thinking_default=str(raw.get("thinking_default", "disabled")),
+            strips_prior_thinking=bool(raw.get("strips_prior_thinking", False)),
+            mid_conversation_system=bool(raw.get("mid_conversation_system", False)),
         )
         for name in (info.id, *info.aliases):
             if name in table:

@@ -27,10 +27,25 @@ of the prefix are mixed into the chain where that invalidation starts:
   also ordinary `tools` positions, so appending one after a cached tools breakpoint keeps the
   tools entry) and the citations toggle (any document with `citations.enabled`);
 * before the first message block: `tool_choice` (with `disable_parallel_tool_use`), whether
-  any image is present anywhere, the thinking config (type and `budget_tokens`) and
-  `output_config.effort` (`"high"`, the documented default, counts as absent). The docs call
-  the thinking/effort effect on tools and system "model-specific"; this model picks
+  any image is present anywhere, the thinking config (type and `budget_tokens`; the model's
+  `thinking_default` from the catalog counts as absent, so spelling it out changes nothing)
+  and `output_config.effort` (`"high"`, the documented default, counts as absent). The docs
+  call the thinking/effort effect on tools and system "model-specific"; this model picks
   "messages only" for every model.
+
+What the model sees of `messages` (also rules of this module):
+
+* prior-turn thinking: on a model whose catalog entry has `strips_prior_thinking` ("keep the
+  last turn only"), the thinking and redacted_thinking blocks before the last user message
+  that carries anything but `tool_result` blocks are dropped from context: they are no
+  position, no part of the hash and cost no token (`stripped_thinking`). On the other
+  models they stay, cached and counted like any block;
+* mid-conversation `{"role": "system"}` messages are ordinary message positions (their role
+  is hashed), so appending one after a cached breakpoint keeps tools, system and messages
+  entries alike; which models accept them is checked by the emulator's validation;
+* server tool results: in a request with at least one `cache_control`, the API places its
+  own 5m breakpoint on a server tool result (`*_tool_result` blocks other than
+  `tool_result`), see `flatten_request`.
 
 `tool_choice` and images sit at the messages boundary, not the system one: the docs' table
 (AD:build-with-claude/prompt-caching#what-invalidates-the-cache) marks both as "only affect
@@ -51,18 +66,22 @@ from ..tokens import (
     count_content_tokens,
     count_tool_definition_tokens,
 )
+from .catalog import ModelInfo, UnknownModel, get_model
 
 TTL: TypeAlias = Literal["5m", "1h"]
 Section: TypeAlias = Literal["tools", "system", "messages"]
 
 MAX_BREAKPOINTS = 4
 DEFAULT_EFFORT = "high"
+DEFAULT_THINKING = "disabled"  # the thinking default of a model the catalog does not know
+SERVER_TOOL_TTL: TTL = "5m"  # "This automatic breakpoint always uses the default 5-minute TTL"
 
 GENESIS = hashlib.sha256(b"sessiongen.cache/v1").hexdigest()
 
 # Blocks that may not carry a breakpoint: the docs say thinking blocks and empty text blocks
 # cannot be cached directly; automatic caching walks back over them.
 _UNCACHEABLE_KINDS = frozenset({"thinking", "redacted_thinking"})
+_THINKING_KINDS = _UNCACHEABLE_KINDS
 # Keys whose value is rendered verbatim, so their key order is part of the prefix.
 _ORDER_SENSITIVE_KEYS = frozenset({"input", "input_schema"})
 _WEB_TOOL_PREFIXES = ("web_search", "web_fetch")
@@ -87,6 +106,9 @@ class Block:
     cacheable: bool
     breakpoint: TTL | None
     automatic: bool = False
+    """The breakpoint is the automatic one of a top-level `cache_control`."""
+    server_tool: bool = False
+    """The breakpoint is the API's own 5m one on a server tool result."""
 
 
 class FlatBlock(NamedTuple):
@@ -159,6 +181,57 @@ def _is_web_tool(tool: Mapping[str, Any]) -> bool:
     return str(tool.get("type", "")).startswith(_WEB_TOOL_PREFIXES)
 
 
+def is_server_tool_result(kind: str) -> bool:
+    """A server tool's result block (`web_search_tool_result`, `web_fetch_tool_result`,
+    `code_execution_tool_result`, ...): every `*_tool_result` type but the client
+    `tool_result` (UNCONFIRMED: the docs name web search, web fetch and code execution)."""
+    return kind.endswith("_tool_result") and kind != "tool_result"
+
+
+def _model_info(body: Mapping[str, Any]) -> ModelInfo | None:
+    try:
+        return get_model(str(body.get("model", "")))
+    except UnknownModel:
+        return None
+
+
+def stripped_thinking(body: Mapping[str, Any]) -> frozenset[tuple[int, int]]:
+    """The (message index, block index) of the thinking blocks the model drops from context.
+
+    On a "keep the last turn only" model (`strips_prior_thinking`), "once you send a user
+    message that isn't a tool result, all previous thinking blocks are stripped from
+    context" (AD:build-with-claude/thinking#thinking-and-prompt-caching): every thinking or
+    redacted_thinking block before the last user message with any block that is not a
+    `tool_result` (a user message mixing tool results and text counts as such, since the
+    cache "remains valid when only tool results are provided as user messages"). The
+    thinking of the current tool-use loop, after that message, stays. Whether the request's
+    own thinking config matters is UNCONFIRMED; this model strips regardless of it."""
+    info = _model_info(body)
+    if info is None or not info.strips_prior_thinking:
+        return frozenset()
+    messages = list(body.get("messages") or [])
+    turn_start = next(
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if messages[i].get("role") == "user"
+            and any(
+                b.get("type") != "tool_result" for b in content_blocks(messages[i].get("content"))
+            )
+        ),
+        None,
+    )
+    if turn_start is None:
+        return frozenset()
+    return frozenset(
+        (i, j)
+        for i, message in enumerate(messages[:turn_start])
+        if message.get("role") == "assistant"
+        for j, block in enumerate(content_blocks(message.get("content")))
+        if block.get("type") in _THINKING_KINDS
+    )
+
+
 def _iter_content(body: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     """Every content block of every message, tool_result sub-blocks included."""
     for message in body.get("messages") or []:
@@ -188,13 +261,14 @@ def messages_settings(body: Mapping[str, Any]) -> dict[str, Any]:
     if choice is None:
         # Absent means the documented default, so spelling the default out changes nothing.
         choice = {"type": "auto" if body.get("tools") else "none"}
-    thinking = body.get("thinking")
+    info = _model_info(body)
+    default = info.thinking_default if info is not None else DEFAULT_THINKING
+    thinking = body.get("thinking") or {}
+    # Absent means the model's default, so spelling the default out changes nothing.
+    thinking_type = thinking.get("type") or default
     thinking_key = None
-    if thinking and thinking.get("type") != "disabled":
-        thinking_key = {
-            "type": thinking.get("type"),
-            "budget_tokens": thinking.get("budget_tokens"),
-        }
+    if thinking_type != default:
+        thinking_key = {"type": thinking_type, "budget_tokens": thinking.get("budget_tokens")}
     effort = (body.get("output_config") or {}).get("effort")
     return {
         "tool_choice": {
@@ -288,12 +362,16 @@ def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
         )
 
     h = _link(h, "@messages:" + canonical_json(messages_settings(body)))
+    stripped = stripped_thinking(body)
     for i, message in enumerate(body.get("messages") or []):
         content = message.get("content")
+        opened = False  # the first block kept opens the message (a stripped one does not)
         for j, block in enumerate(content_blocks(content)):
             path = (
                 f"messages.{i}.content" if isinstance(content, str) else f"messages.{i}.content.{j}"
             )
+            if (i, j) in stripped and block.get("cache_control") is None:
+                continue  # dropped from context: no position (a marker on it is still a 400)
             kind = str(block.get("type", "text"))
             cacheable = kind not in _UNCACHEABLE_KINDS and not (
                 kind == "text" and not block.get("text")
@@ -301,8 +379,9 @@ def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
             ttl = (
                 _tool_result_marker(block, path) if kind == "tool_result" else _marker(block, path)
             )
-            extra = {"role": message.get("role"), "opens_message": j == 0}
+            extra = {"role": message.get("role"), "opens_message": not opened}
             add("messages", path, kind, block, count_content_tokens(block), cacheable, ttl, extra)
+            opened = True
     return raws
 
 
@@ -326,6 +405,32 @@ def check_breakpoints(marks: Sequence[tuple[str, TTL]]) -> None:
             )
 
 
+def _server_tool_breakpoint(raws: Sequence[_Raw], caching: bool) -> int | None:
+    """Where the API's own 5m breakpoint goes (see `flatten_request`), if anywhere."""
+    if not caching:
+        return None
+    target = next(
+        (
+            i
+            for i in range(len(raws) - 1, -1, -1)
+            if raws[i].section == "messages" and is_server_tool_result(raws[i].kind)
+        ),
+        None,
+    )
+    if target is None or raws[target].breakpoint is not None or not raws[target].cacheable:
+        return None
+    marks: list[tuple[str, TTL]] = []
+    for i, r in enumerate(raws):
+        ttl = SERVER_TOOL_TTL if i == target else r.breakpoint
+        if ttl is not None:
+            marks.append((r.path, ttl))
+    try:
+        check_breakpoints(marks)
+    except CacheControlError:
+        return None
+    return target
+
+
 def flatten_request(body: Mapping[str, Any]) -> PreparedRequest:
     """Flatten a Messages request body (as on the wire) into block positions, place the
     automatic breakpoint of a top-level `cache_control`, and check the breakpoint rules.
@@ -335,6 +440,18 @@ def flatten_request(body: Mapping[str, Any]) -> PreparedRequest:
     has an explicit marker with the same TTL it is a no-op; a different TTL is a 400
     (message UNCONFIRMED). It takes one of the 4 slots, so 4 explicit markers plus a
     top-level one is a 400 even when it would be a no-op (docs, "Edge cases").
+
+    Server tool results: "When your request has prompt caching enabled and Claude uses a
+    server tool such as web search, web fetch, or code execution, the API automatically
+    places a cache breakpoint on the server tool result before running the next iteration
+    of the agentic loop"; it "always uses the default 5-minute TTL" and "only applies when
+    your request already has at least one `cache_control` marker"
+    (AD:agents-and-tools/tool-use/tool-use-with-prompt-caching). The emulator runs no agentic
+    loop, so it places that breakpoint on the last server tool result in `messages`, the
+    point the next iteration would run from (UNCONFIRMED: whether earlier ones get one too).
+    It is skipped when that block already has a breakpoint, and when it would not fit the
+    breakpoint rules (a fifth breakpoint, or a 5m one before a 1h one): whether it takes one
+    of the 4 slots is UNCONFIRMED, and a request is never refused for the API's own marker.
     """
     raws = _flatten(body)
     explicit = [(r.path, r.breakpoint) for r in raws if r.breakpoint is not None]
@@ -356,6 +473,9 @@ def flatten_request(body: Mapping[str, Any]) -> PreparedRequest:
                     f"with ttl='{existing}' on the last cacheable block ({raws[target].path})"
                 )
     check_breakpoints([(r.path, r.breakpoint) for r in raws if r.breakpoint is not None])
+    server_index = _server_tool_breakpoint(raws, top is not None or bool(explicit))
+    if server_index is not None:
+        raws[server_index] = replace(raws[server_index], breakpoint=SERVER_TOOL_TTL)
 
     blocks: list[Block] = []
     total = 0
@@ -373,6 +493,7 @@ def flatten_request(body: Mapping[str, Any]) -> PreparedRequest:
                 cacheable=r.cacheable,
                 breakpoint=r.breakpoint,
                 automatic=index == auto_index,
+                server_tool=index == server_index,
             )
         )
     return PreparedRequest(model=str(body.get("model", "")), blocks=tuple(blocks))

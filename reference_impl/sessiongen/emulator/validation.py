@@ -9,6 +9,7 @@ from typing import Any
 
 from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
 from ..cache.catalog import UnknownModel, get_model
+from ..cache.prefix import is_server_tool_result
 from ..tokens import model_positions
 from .errors import APIError, invalid_request
 
@@ -17,7 +18,45 @@ PREFILL_MESSAGE = (
     "The conversation must end with a user message."
 )
 _TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
+_ROLES = ("user", "assistant", "system")  # "system" only on some models, see below
+_ROLE_ERROR = "Input should be 'user' or 'assistant'"
 _THINKING_TYPES = ("enabled", "disabled", "adaptive")
+# The content block types of the Messages API (the `ContentBlockParam` union), in the sorted
+# order the API lists them in its answer to an unknown one: "Input tag '<type>' found using
+# 'type' does not match any of the expected tags: 'bash_code_execution_tool_result', ..."
+# (wording and first tag as quoted in public reports; the rest of the list UNCONFIRMED).
+BLOCK_TYPES = (
+    "bash_code_execution_tool_result",
+    "code_execution_tool_result",
+    "container_upload",
+    "document",
+    "image",
+    "redacted_thinking",
+    "search_result",
+    "server_tool_use",
+    "text",
+    "text_editor_code_execution_tool_result",
+    "thinking",
+    "tool_result",
+    "tool_search_tool_result",
+    "tool_use",
+    "web_fetch_tool_result",
+    "web_search_tool_result",
+)
+# Beta block types, accepted without their beta header (not modelled), and not listed.
+_BETA_BLOCK_TYPES = frozenset(
+    {
+        "advisor_tool_result",
+        "compaction",
+        "fallback",
+        "mcp_tool_listing",
+        "mcp_tool_result",
+        "mcp_tool_use",
+        "tool_addition",
+        "tool_removal",
+    }
+)
+_EXPECTED_TAGS = ", ".join(f"'{t}'" for t in BLOCK_TYPES)
 MIN_THINKING_BUDGET = 1024
 # The API's answer to a thinking type the model does not accept, verbatim (AD:api/errors).
 THINKING_NOT_SUPPORTED = {
@@ -51,6 +90,37 @@ def _blocks(content: Any, path: str) -> list[Mapping[str, Any]]:
     return list(content)
 
 
+def _is_block_type(kind: str) -> bool:
+    """A block type the API knows: a listed or beta one, or any server tool's result
+    (`is_server_tool_result`, which the cache model accepts for every `*_tool_result`)."""
+    return kind in BLOCK_TYPES or kind in _BETA_BLOCK_TYPES or is_server_tool_result(kind)
+
+
+def _text_field(block: Mapping[str, Any], path: str) -> None:
+    """A text block's `text` must be a string: "<path>: Field required" when it is absent,
+    "<path>: Input should be a valid string" otherwise (null included); both quoted from API
+    answers in public reports for `messages.N.content.M.text.text`, the second for
+    `system.N.text` (its "Field required" UNCONFIRMED)."""
+    if "text" not in block:
+        raise invalid_request(f"{path}: Field required")
+    if not isinstance(block["text"], str):
+        raise invalid_request(f"{path}: Input should be a valid string")
+
+
+def _check_message_blocks(content: Any, path: str) -> None:
+    """Each block of a message's content: a known type (the API's discriminated union, so a
+    field's path carries the tag, `<path>.<j>.text.text`), and a text block's `text`."""
+    for j, block in enumerate(_blocks(content, path)):
+        kind: str = block["type"]
+        if not _is_block_type(kind):
+            raise invalid_request(
+                f"{path}.{j}: Input tag '{kind}' found using 'type' does not match any of the "
+                f"expected tags: {_EXPECTED_TAGS}"
+            )
+        if kind == "text":
+            _text_field(block, f"{path}.{j}.text.text")
+
+
 def _check_shape(body: Mapping[str, Any], *, needs_max_tokens: bool) -> None:
     model = _require(body, "model")
     if not isinstance(model, str):
@@ -67,11 +137,11 @@ def _check_shape(body: Mapping[str, Any], *, needs_max_tokens: bool) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise invalid_request(f"messages.{i}: Input should be a valid dictionary")
-        if message.get("role") not in ("user", "assistant"):
-            raise invalid_request(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        if message.get("role") not in _ROLES:
+            raise invalid_request(f"messages.{i}.role: {_ROLE_ERROR}")
         if "content" not in message:
             raise invalid_request(f"messages.{i}.content: Field required")
-        _blocks(message["content"], f"messages.{i}.content")
+        _check_message_blocks(message["content"], f"messages.{i}.content")
     if "stream" in body and not isinstance(body["stream"], bool):
         raise invalid_request("stream: Input should be a valid boolean")
     system = body.get("system")
@@ -79,6 +149,7 @@ def _check_shape(body: Mapping[str, Any], *, needs_max_tokens: bool) -> None:
         for j, block in enumerate(_blocks(system, "system")):
             if block.get("type") != "text":
                 raise invalid_request(f"system.{j}.type: Input should be 'text'")
+            _text_field(block, f"system.{j}.text")
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -126,6 +197,56 @@ def _model(body: Mapping[str, Any]) -> ModelInfo:
     if info is None or info.retired is not None:
         raise APIError(404, f"model: {body['model']}", "not_found_error")
     return info
+
+
+def check_system_messages(messages: Sequence[Mapping[str, Any]], info: ModelInfo) -> None:
+    """Mid-conversation `{"role": "system"}` messages (AD:build-with-claude/mid-conversation-
+    system-messages): only on models with `mid_conversation_system`; "A `system` message
+    cannot be the first entry in `messages`"; it "must immediately follow a `user` turn
+    (including a `user` turn that carries `tool_result` blocks) or an `assistant` turn ending
+    in a server tool result, and must precede an `assistant` turn or end the array ... Placing
+    it elsewhere returns a 400 error"; "Consecutive system messages are accepted and treated as
+    a single system section, which follows the same placement rule as a whole". Content is
+    "a plain string or content blocks", here text blocks only (the beta `tool_addition` /
+    `tool_removal` blocks are not modelled). Every message text is UNCONFIRMED; a model
+    without the feature answers as for any unknown role ("Claude Opus 4.7 rejects `role:
+    "system"` in `messages` with a 400 error", AD:about-claude/models/migration-guide)."""
+    i = 0
+    while i < len(messages):
+        if messages[i]["role"] != "system":
+            i += 1
+            continue
+        if not info.mid_conversation_system:
+            raise invalid_request(f"messages.{i}.role: {_ROLE_ERROR}")
+        end = i
+        while end < len(messages) and messages[end]["role"] == "system":
+            for j, block in enumerate(_blocks(messages[end]["content"], "content")):
+                if block.get("type") != "text":
+                    raise invalid_request(
+                        f"messages.{end}.content.{j}.type: a system message may only contain "
+                        "text blocks"
+                    )
+            end += 1
+        if i == 0:
+            raise invalid_request("messages.0: a system message cannot be the first message")
+        previous = messages[i - 1]
+        previous_blocks = _blocks(previous["content"], "content")
+        after_server_tool = (
+            previous["role"] == "assistant"
+            and bool(previous_blocks)
+            and is_server_tool_result(str(previous_blocks[-1].get("type")))
+        )
+        if previous["role"] != "user" and not after_server_tool:
+            raise invalid_request(
+                f"messages.{i}: a system message must immediately follow a user turn or an "
+                "assistant turn ending in a server tool result"
+            )
+        if end < len(messages) and messages[end]["role"] != "assistant":
+            raise invalid_request(
+                f"messages.{end - 1}: a system message must be followed by an assistant turn "
+                "or be the last message"
+            )
+        i = end
 
 
 def _tool_use_ids(message: Mapping[str, Any] | None) -> list[str]:
@@ -245,6 +366,7 @@ def validate_messages(body: Any, *, tool_prompt: bool = False) -> tuple[ModelInf
         raise invalid_request("messages: at least one message is required")
     if messages[-1]["role"] == "assistant" and not info.prefill_allowed:
         raise invalid_request(PREFILL_MESSAGE)
+    check_system_messages(messages, info)
     check_tool_pairing(messages)
     return info, _prepare(body, info, tool_prompt)
 
@@ -258,5 +380,6 @@ def validate_count_tokens(
         raise invalid_request("Input should be a valid dictionary")
     _check_shape(body, needs_max_tokens=False)
     info = _model(body)
+    check_system_messages(body["messages"], info)
     check_tool_pairing(body["messages"])
     return info, _prepare(body, info, tool_prompt)

@@ -112,3 +112,34 @@ async def test_delay_without_timeout_still_answers(emu: Emu) -> None:
     await emu.fault(status=200, delay=0.05)
     message = await emu.create(messages=[user(text_block(5, "q"))])
     assert message.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_an_invalid_body_kind_is_a_200_the_sdk_cannot_read(emu: Emu, stream: bool) -> None:
+    """`kind: "invalid-body"`: a 200 whose JSON is cut off; the SDK fails to read it (not
+    retried: the status was a success), and the request is logged once."""
+    await emu.fault(kind="invalid-body")
+    with pytest.raises(Exception) as caught:  # the SDK's own decode error
+        params = {"model": MODEL, "max_tokens": 16, "messages": [user(text_block(5, "q"))]}
+        if stream:
+            async with emu.client.messages.stream(**params) as events:  # type: ignore[arg-type]
+                await events.get_final_message()
+        else:
+            await emu.client.messages.create(**params)  # type: ignore[arg-type]
+    assert not isinstance(caught.value, anthropic.APIStatusError)
+    assert [r["status"] for r in await emu.requests()] == [200]
+
+
+async def test_a_reset_kind_drops_the_connection_in_process(emu: Emu) -> None:
+    """`kind: "reset"`: no byte is answered. In process the SDK sees a connection error and
+    retries it like any connection failure (every attempt logged); uvicorn cannot drop an
+    ASGI request unanswered and sends a 500 instead."""
+    await emu.fault(kind="reset", count=3)
+    client = emu.client.with_options(max_retries=0)
+    error = (
+        anthropic.APIConnectionError if emu.transport == "asgi" else anthropic.InternalServerError
+    )
+    with pytest.raises(error):
+        await client.messages.create(
+            model=MODEL, max_tokens=16, messages=[user(text_block(5, "q"))]
+        )

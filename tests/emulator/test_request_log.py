@@ -112,3 +112,13 @@ async def test_two_requests_compare_byte_for_byte(emu: Emu) -> None:
     first, second, third = await emu.requests()
     assert raw_body(first) == raw_body(second)
     assert third["body"] == first["body"] and raw_body(third) != raw_body(first)
+
+
+async def test_a_request_without_a_json_body_logs_a_null_body(emu: Emu) -> None:
+    """The log keeps bytes and parses them when read; a Gemini `cachedContents` get sends
+    no body and is logged with `body` null and an empty `raw_body`."""
+    response = await emu.admin.get("/v1beta/cachedContents/nope")
+    assert response.status_code == 403
+    (entry,) = await emu.requests()
+    assert set(entry) == LOG_FIELDS
+    assert (entry["provider"], entry["body"], raw_body(entry)) == ("gemini", None, b"")

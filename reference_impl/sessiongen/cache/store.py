@@ -10,10 +10,10 @@ wall clock.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from heapq import heappop, heappush
 from itertools import accumulate, compress, count
 from operator import itemgetter
 from typing import Any
@@ -24,8 +24,6 @@ from .prefix import TTL, PreparedRequest, check_breakpoints
 
 TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
 LOOKBACK_WINDOW = 20
-# Below this many stored entries the store never sweeps: a sweep would cost more than it frees.
-MIN_SWEEP = 1024
 
 _HASH, _TOKENS, _MARK = itemgetter(0), itemgetter(1), itemgetter(2)
 
@@ -126,14 +124,18 @@ class CacheStore:
     """All cache entries, keyed by (model namespace, prefix hash). Thread-safe: every public
     method holds one lock, so it can serve an ASGI app running in another thread.
 
-    Expiry is lazy: `apply` checks `alive` on the entries it looks up, so its cost depends on
-    the request's blocks, not on how many entries are stored. Observably this is the eager
-    rule "every apply first drops the entries that are dead at its `now`": an entry dead at
-    the horizon (the latest `now` applied) counts as gone, a key rewritten after it died
-    moves to the end of the "oldest first" order, and dead entries are swept out when the
-    store has doubled since the last sweep (amortized O(1) per write, memory at most about
-    twice the live entries) or when the clock moves back (the eager rule had already dropped
-    everything dead at the later time, so those entries must not come back to life).
+    The cost of `apply` depends on the request's blocks, not on how many entries are stored:
+    lookups go through a per-model dict, and expiry is on a heap of `(expires_at, seq,
+    entry)` records. Each apply first pops the records that fell due before its `now` and
+    drops their entries if they are really dead: an entry refreshed since its record was
+    pushed is pushed again with its new expiry instead (so a read costs no heap work, and
+    each stored entry has one record, plus one for each refresh that moved its expiry
+    earlier, which only a clock moved back can do). Observably this is the eager rule "every apply first
+    drops the entries that are dead at its `now`": the store holds only entries alive at the
+    latest apply, a key rewritten after it died moves to the end of the "oldest first" order,
+    and moving the clock back revives nothing (what was dead is gone). Each entry is pushed
+    once when written and popped once when it dies, so an apply's expiry work is O(log n)
+    per entry written, refreshed or dying, never a pass over the live ones.
     """
 
     def __init__(self, *, linger: float = 0.0) -> None:
@@ -148,37 +150,43 @@ class CacheStore:
 
     def _reset(self) -> None:
         # The same entries twice: in insertion order ("oldest first"), and by model then
-        # hash, so a lookup needs no key tuple.
+        # hash, so a lookup needs no key tuple. `_expiry` is the heap of expiry records.
         self._entries: dict[tuple[str, str], CacheEntry] = {}
         self._index: dict[str, dict[str, CacheEntry]] = {}
-        self._horizon = -math.inf  # the latest `now` applied since the last backward move
-        self._sweep_at = MIN_SWEEP
+        self._expiry: list[tuple[float, int, CacheEntry]] = []
+        self._seq = count()
 
     def clear(self) -> None:
         with self._lock:
             self._reset()
 
     def entries(self) -> list[CacheEntry]:
-        """Copies of every stored entry (expired ones are dropped lazily), oldest first."""
+        """Copies of every stored entry (all alive at the latest apply), oldest first."""
         with self._lock:
-            horizon = self._horizon
-            return [replace(e) for e in self._entries.values() if e.alive(horizon)]
+            return [replace(e) for e in self._entries.values()]
 
-    def _sweep(self, now: float) -> None:
-        """Drop every entry dead at `now`, keeping the order of the rest."""
-        self._entries = {k: e for k, e in self._entries.items() if e.alive(now)}
-        self._index = {}
-        for (model, prefix_hash), entry in self._entries.items():
-            self._index.setdefault(model, {})[prefix_hash] = entry
-        self._sweep_at = max(MIN_SWEEP, 2 * len(self._entries))
+    def _expire(self, now: float) -> None:
+        """Drop every entry dead at `now`: pop the records due before it."""
+        heap = self._expiry
+        while heap and heap[0][0] < now:
+            _, _, entry = heappop(heap)
+            bucket = self._index.get(entry.model)
+            if bucket is None or bucket.get(entry.prefix_hash) is not entry:
+                continue  # a duplicate record of an entry already dropped
+            if entry.alive(now):
+                # Refreshed since this record was pushed: it falls due at its new expiry.
+                heappush(heap, (entry.expires_at, next(self._seq), entry))
+            else:
+                del bucket[entry.prefix_hash]
+                del self._entries[(entry.model, entry.prefix_hash)]
 
-    def _advance(self, now: float) -> None:
-        """Move the horizon to `now`, sweeping when the clock went back or the store grew."""
-        if now < self._horizon:
-            self._sweep(self._horizon)
-        elif len(self._entries) >= self._sweep_at:
-            self._sweep(now)
-        self._horizon = now
+    def _refresh(self, entry: CacheEntry, expires_at: float) -> None:
+        """Set an entry's expiry; a later one needs no heap work (its record is pushed again
+        when it falls due), an earlier one (only after the clock moved back) a new record."""
+        earlier = expires_at < entry.expires_at
+        entry.expires_at = expires_at
+        if earlier:
+            heappush(self._expiry, (expires_at, next(self._seq), entry))
 
     def process(self, request: PreparedRequest, *, now: float, ttft: float = 0.0) -> CacheResult:
         """Apply the cache rules to a flattened request of a catalogued model (raises
@@ -220,10 +228,8 @@ class CacheStore:
         eligible = [bp for bp in bps if prefix[bp] >= min_tokens]
 
         with self._lock:
-            if now >= self._horizon and len(self._entries) < self._sweep_at:
-                self._horizon = now  # the usual case of `_advance`, without the call
-            else:
-                self._advance(now)
+            if self._expiry and self._expiry[0][0] < now:
+                self._expire(now)
             bucket = self._index.get(model)
             positions: dict[int, int] = {}  # breakpoint -> matched position
             matched: dict[int, CacheEntry] = {}  # matched position -> its entry
@@ -240,7 +246,7 @@ class CacheStore:
                         break
             hit = max(matched) if matched else None
             for entry in matched.values():
-                entry.expires_at = now + self._life[entry.ttl]
+                self._refresh(entry, now + self._life[entry.ttl])
                 entry.last_used_at = now
                 entry.hits += 1
 
@@ -257,11 +263,7 @@ class CacheStore:
                 ttl = ttls[bp]
                 expires = now + self._life[ttl]
                 entry = bucket.get(prefix_hash) if bucket is not None else None
-                if entry is None or not entry.alive(now):
-                    key = (model, prefix_hash)
-                    if entry is not None:
-                        # Dead, so the eager rule had dropped it: the new one is the newest.
-                        del self._entries[key]
+                if entry is None:  # stored entries are alive at `now` (`_expire`)
                     entry = CacheEntry(
                         model=model,
                         prefix_hash=prefix_hash,
@@ -272,10 +274,11 @@ class CacheStore:
                         expires_at=expires,
                         last_used_at=now,
                     )
-                    self._entries[key] = entry
+                    self._entries[(model, prefix_hash)] = entry
                     if bucket is None:
                         bucket = self._index[model] = {}
                     bucket[prefix_hash] = entry
+                    heappush(self._expiry, (expires, next(self._seq), entry))
                     written.add(bp)
                 elif entry.available_at > now:
                     # Written by a request whose response has not begun yet: this request
@@ -283,7 +286,8 @@ class CacheStore:
                     # of the two response starts and lives as long as the longer.
                     entry.available_at = min(entry.available_at, now + ttft)
                     if expires > entry.expires_at:
-                        entry.expires_at, entry.ttl = expires, ttl
+                        entry.ttl = ttl
+                        self._refresh(entry, expires)
                     written.add(bp)
 
         # input, read, 5m write, 1h write

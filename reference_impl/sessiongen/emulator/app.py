@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -15,22 +15,21 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
-from .intake import parse_body, request_headers
+from .intake import Arrival
 from .providers import provider_prefixes, provider_routers
 from .responder import build_reply
-from .state import EmulatorState, FaultSpec, Hold, ScriptedResponse
-from .streaming import SSEResponse, message_events
+from .state import EmulatorState, FaultSpec, ScriptedResponse
+from .streaming import INVALID_BODY, RESET_MESSAGE, SSEResponse, message_events
 from .validation import validate_count_tokens, validate_messages
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 API_PREFIX = "/v1/"
 """The Messages API's paths: open to any SDK credentials, with or without a token."""
-# How often a held request looks at its release flag. Polling a thread-safe flag works both
-# in-process (the test's own event loop) and under uvicorn in another thread.
-HOLD_POLL_SECONDS = 0.002
 RESET_WHILE_HELD = "The emulator was reset while this request was held."
 ADMIN_PREFIX = "/_emulator/"
+LOG_DROPPED_HEADER = "x-emulator-log-dropped"
+"""On `GET /_emulator/requests`: how many logged requests the log's capacity dropped."""
 # AD:api/errors, "Request size limits": "Messages API | 32 MB", "Token Counting API | 32 MB";
 # "If you exceed these limits, you'll receive a 413 `request_too_large` error." Whether MB is
 # 10^6 or 2^20 bytes is UNCONFIRMED; the emulator takes the larger.
@@ -94,60 +93,29 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "Invalid request"
 
 
-async def _wait(state: EmulatorState, hold: Hold) -> None:
-    try:
-        while not hold.released.is_set():
-            await asyncio.sleep(HOLD_POLL_SECONDS)
-    finally:
-        state.drop_hold(hold)  # a cancelled request stops counting as waiting
-
-
 async def _handle(
     state: EmulatorState, request: Request, path: str
 ) -> Response:  # one code path for both endpoints, so faults and logging behave the same
-    raw = await request.body()
-    request_id = state.next_request_id()
-    started_at = state.clock.now()
-    if len(raw) > MAX_REQUEST_BYTES:
+    arrival = await Arrival.read(
+        state, request, provider="anthropic", path=path, max_bytes=MAX_REQUEST_BYTES
+    )
+    request_id = arrival.request_id
+    if arrival.too_large:
         # Answered before anything else, as Cloudflare answers it before the API (AD:api/errors).
-        state.record(
-            request_id=request_id,
-            path=path,
-            started_at=started_at,
-            body=None,
-            status=413,
-            usage=None,
-            stream=False,
-            headers=request_headers(request),
-            raw_body=b"",
-        )
+        arrival.record(413, None, has_body=False)
         return _error_response(413, request_id, error_type="request_too_large")
-    body, parsed = parse_body(raw)
+    body = arrival.body
     stream = path == MESSAGES_PATH and isinstance(body, dict) and body.get("stream") is True
-
-    def record(status: int, usage: dict[str, Any] | None) -> None:
-        state.record(
-            request_id=request_id,
-            path=path,
-            started_at=started_at,
-            body=body,
-            status=status,
-            usage=usage,
-            stream=stream,
-            headers=request_headers(request),
-            raw_body=raw,
-        )
+    arrival.stream = stream
+    record = arrival.record
 
     # Id, start time and fault follow arrival order; everything after the hold (validation,
     # cache, script, log, reply) happens only on release, so a held request has not written
     # the cache yet.
-    fault = state.take_fault()
-    hold = state.take_hold() if path == MESSAGES_PATH else None
-    if hold is not None:
-        await _wait(state, hold)
-        if hold.by_reset:
-            # It belongs to the state before the reset: it touches nothing and is not logged.
-            return _error_response(500, request_id, RESET_WHILE_HELD)
+    if not await arrival.admit(hold=path == MESSAGES_PATH):
+        # It belongs to the state before the reset: it touches nothing and is not logged.
+        return _error_response(500, request_id, RESET_WHILE_HELD)
+    fault = arrival.fault
     if fault is not None and fault.effective_status != 200:
         # A failed request never reaches the cache: the error is decided before any work.
         status = fault.effective_status
@@ -156,7 +124,7 @@ async def _handle(
             await asyncio.sleep(fault.delay)
         return _error_response(status, request_id, fault.message, fault.error_type, fault.headers)
     try:
-        if not parsed:
+        if not arrival.parsed:
             raise invalid_request("There was an error parsing the body as JSON")
         if path == COUNT_TOKENS_PATH:
             _, prepared = validate_count_tokens(body, tool_prompt=state.tool_prompt)
@@ -171,7 +139,7 @@ async def _handle(
         record(200, None)
         return JSONResponse({"input_tokens": prepared.total_tokens}, headers=extra_headers)
 
-    result = state.apply_cache(prepared, started_at)
+    result = state.apply_cache(prepared, arrival.started_at)
     # A pre-warm (max_tokens 0) produces nothing, so it leaves the script queue alone.
     scripted = state.pop_response() if body["max_tokens"] > 0 else None
     reply = build_reply(body, scripted, state.next_tool_use_id)
@@ -202,9 +170,14 @@ async def _handle(
             cut_after=fault.cut_after_events if fault else None,
             abort=fault is not None and fault.cut_mode == "abort",
             error_event=error_event,
+            kind=fault.kind if fault else None,
         )
     if delay:
         await asyncio.sleep(delay)
+    if fault is not None and fault.kind == "reset":
+        raise ConnectionResetError(RESET_MESSAGE)
+    if fault is not None and fault.kind == "invalid-body":
+        return Response(INVALID_BODY, media_type="application/json", headers=extra_headers)
     return JSONResponse(message, headers=extra_headers)
 
 
@@ -276,8 +249,19 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         return await _handle(emulator, request, COUNT_TOKENS_PATH)
 
     @app.get("/_emulator/requests")
-    async def requests() -> dict[str, Any]:
-        return {"requests": emulator.requests()}
+    async def requests(
+        response: Response,
+        since: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int | None, Query(ge=0)] = None,
+    ) -> dict[str, Any]:
+        # The status first: an entry dropped after it was read is counted by the next read.
+        status = emulator.log_status()
+        response.headers[LOG_DROPPED_HEADER] = str(status["dropped"])
+        return {
+            "requests": emulator.requests(since=since, limit=limit),
+            "dropped": status["dropped"],
+            "capacity": status["capacity"],
+        }
 
     @app.get("/_emulator/clock")
     async def get_clock() -> dict[str, float]:

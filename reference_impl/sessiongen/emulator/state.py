@@ -4,18 +4,21 @@ holds and the deterministic id counters."""
 from __future__ import annotations
 
 import base64
-import bisect
-import copy
+import json
+import sys
 import threading
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from itertools import islice
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..cache import CacheResult, CacheStore, PreparedRequest
 from .clock import VirtualClock
+from .intake import parse_body
 
 StopReason = Literal[
     "end_turn",
@@ -49,6 +52,9 @@ class ScriptedResponse(BaseModel):
     output_tokens: int | None = Field(default=None, ge=0)
 
 
+FaultKind = Literal["reset", "malformed-sse", "invalid-body"]
+
+
 class FaultSpec(BaseModel):
     """Make the next `count` requests fail with `status` (the real error body and type for
     it), or, with status 200, delay them, add headers or cut their SSE stream.
@@ -58,7 +64,13 @@ class FaultSpec(BaseModel):
     "abort" leaves the chunked body unfinished so the server drops the connection, which only
     a real socket can express (over an in-process ASGI transport it fails the transport).
     `error_event`: after the K events, send an SSE `error` event of that type first.
-    Without `status`, a fault that cuts or sends an error event is a 200, any other a 500.
+    `kind` names a 200 that breaks the client's reading: "reset" drops the connection before
+    any byte (over an in-process transport the client sees a connection error; uvicorn
+    answers a plain 500 instead, since ASGI cannot drop a socket unanswered), "malformed-sse"
+    replaces stream event K (`cut_after_events`, default 2) with a frame that is no JSON,
+    "invalid-body" sends a 200 whose JSON body is cut off (streamed or not).
+    Without `status`, a fault that cuts, sends an error event or has a `kind` is a 200, any
+    other a 500.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -72,12 +84,14 @@ class FaultSpec(BaseModel):
     error_event: str | None = None
     error_type: str | None = None
     message: str | None = None
+    kind: FaultKind | None = None
 
     @property
     def effective_status(self) -> int:
         if self.status is not None:
             return self.status
-        return 200 if self.cut_after_events is not None or self.error_event else 500
+        broken = self.cut_after_events is not None or self.error_event or self.kind
+        return 200 if broken else 500
 
 
 # Credentials never reach the log (it is served over HTTP and pasted into bug reports).
@@ -91,6 +105,48 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """`headers` with lower-case names and the credential headers' values replaced."""
     lowered = {name.lower(): value for name, value in headers.items()}
     return {name: REDACTED if name in REDACTED_HEADERS else v for name, v in lowered.items()}
+
+
+DEFAULT_LOG_CAPACITY = 10_000
+"""Requests the log keeps by default (the newest; about 15 KB each for a 50-message prompt)."""
+
+_COMPACT = (",", ":")
+
+
+class _Logged(NamedTuple):
+    """One logged request as stored: bytes and scalars only, so an entry costs little more
+    than its body. `requests` rebuilds the served fields from it."""
+
+    arrival: int  # the request id's number: ids count arrivals
+    id: str
+    path: str
+    started_at: float
+    status: int
+    usage: bytes | None  # compact JSON
+    stream: bool
+    headers: bytes  # compact JSON, credentials already redacted
+    raw_body: bytes  # exactly as received
+    has_body: bool  # False: `body` is served as null (a 413's body is not kept)
+    provider: str
+
+    def served(self) -> dict[str, Any]:
+        """The entry as `/_emulator/requests` serves it (a fresh object each time)."""
+        return {
+            "id": self.id,
+            "path": self.path,
+            "started_at": self.started_at,
+            "body": parse_body(self.raw_body)[0] if self.has_body else None,
+            "status": self.status,
+            "usage": None if self.usage is None else json.loads(self.usage),
+            "stream": self.stream,
+            "headers": json.loads(self.headers),
+            "raw_body": base64.b64encode(self.raw_body).decode("ascii"),
+            "provider": self.provider,
+        }
+
+
+def _arrival_key(entry: _Logged) -> int:
+    return entry.arrival
 
 
 @dataclass(eq=False)  # identity: each hold is one request
@@ -116,7 +172,13 @@ class EmulatorState:
         linger: float = 0.0,
         tool_prompt: bool = False,
         clock: VirtualClock | None = None,
+        log_capacity: int | None = DEFAULT_LOG_CAPACITY,
     ) -> None:
+        """`log_capacity`: how many requests the log keeps (the newest by arrival; the
+        oldest are dropped and counted, see `log_status`); None keeps every one."""
+        if log_capacity is not None and log_capacity < 0:
+            raise ValueError(f"log_capacity must be >= 0 or None, got {log_capacity!r}")
+        self.log_capacity = log_capacity
         self.clock = clock or VirtualClock()
         # `linger`: virtual seconds an entry outlives its TTL. The docs promise a *minimum*
         # lifetime only ("minimum lifetime of 5 minutes"), and give no number for the rest.
@@ -130,8 +192,8 @@ class EmulatorState:
         self.tool_prompt = tool_prompt
         self._default_tool_prompt = tool_prompt
         self._lock = threading.RLock()
-        self._log: list[dict[str, Any]] = []
-        self._log_order: list[int] = []  # the arrival number of each `_log` entry
+        self._log: deque[_Logged] = deque()  # by arrival
+        self._dropped = 0  # entries dropped for capacity since the last reset
         self._script: deque[ScriptedResponse] = deque()
         self._faults: deque[list[Any]] = deque()  # [FaultSpec, remaining]
         self._pending_holds = 0
@@ -162,42 +224,63 @@ class EmulatorState:
         request_id: str,
         path: str,
         started_at: float,
-        body: Any,
         status: int,
         usage: dict[str, Any] | None,
         stream: bool,
         headers: Mapping[str, str],
         raw_body: bytes,
+        has_body: bool = True,
         provider: str = "anthropic",
     ) -> None:
         """Log one request when it completes, at its place in arrival order (a held request
         completes after later arrivals). Credential headers are redacted here, so no caller
-        can log them; the body bytes are kept base64-encoded, exactly as received. `provider`
-        names the API the request came in on (`emulator.providers`)."""
+        can log them. The body is kept as the bytes received and parsed only when read
+        (`has_body=False`: served as null). `provider` names the API the request came in on
+        (`emulator.providers`). Beyond `log_capacity` entries the oldest is dropped."""
+        entry = _Logged(
+            int(request_id.rsplit("_", 1)[1]),  # ids count arrivals (`_next`)
+            request_id,
+            sys.intern(path),
+            started_at,
+            status,
+            None if usage is None else json.dumps(usage, separators=_COMPACT).encode(),
+            stream,
+            json.dumps(redact_headers(headers), separators=_COMPACT).encode(),
+            raw_body,
+            has_body,
+            sys.intern(provider),
+        )
         with self._lock:
-            arrival = int(request_id.rsplit("_", 1)[1])  # ids count arrivals (`_next`)
-            at = bisect.bisect(self._log_order, arrival)
-            self._log_order.insert(at, arrival)
-            self._log.insert(
-                at,
-                {
-                    "id": request_id,
-                    "path": path,
-                    "started_at": started_at,
-                    "body": body,
-                    "status": status,
-                    "usage": usage,
-                    "stream": stream,
-                    "headers": redact_headers(headers),
-                    "raw_body": base64.b64encode(raw_body).decode("ascii"),
-                    "provider": provider,
-                },
-            )
+            log = self._log
+            at = len(log)
+            while at and log[at - 1].arrival > entry.arrival:
+                at -= 1  # a held request: the later arrivals are near the end
+            log.insert(at, entry)
+            capacity = self.log_capacity
+            while capacity is not None and len(log) > capacity:
+                log.popleft()
+                self._dropped += 1
 
-    def requests(self) -> list[dict[str, Any]]:
-        """Every completed request, in arrival order (deep copies)."""
+    def requests(self, *, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """The completed requests still in the log, in arrival order, as fresh objects
+        (bodies parsed now): only those whose arrival number (the number in the id,
+        `req_000012` is 12) is above `since`, and at most the first `limit` of them."""
         with self._lock:
-            return copy.deepcopy(self._log)
+            log = self._log
+            start = bisect_right(log, since, key=_arrival_key) if since > 0 else 0
+            stop = len(log) if limit is None else min(len(log), start + limit)
+            picked = list(islice(log, start, stop))
+        return [entry.served() for entry in picked]
+
+    def log_status(self) -> dict[str, int | None]:
+        """`logged`: entries in the log; `dropped`: entries dropped for capacity since the
+        last reset; `capacity`: the bound (None: unbounded)."""
+        with self._lock:
+            return {
+                "logged": len(self._log),
+                "dropped": self._dropped,
+                "capacity": self.log_capacity,
+            }
 
     # --- script --------------------------------------------------------------------------
 
@@ -289,8 +372,9 @@ class EmulatorState:
         return self.cache.process(request, now=started_at, ttft=self.ttft)
 
     def reset(self) -> None:
-        """Clear cache, log, script, faults, holds and counters; the clock goes back to 0 and
-        the time-to-first-token and the linger to their initial values. Held requests are let go as reset."""
+        """Clear cache, log (and its dropped count), script, faults, holds and counters; the
+        clock goes back to 0 and the time-to-first-token and the linger to their initial
+        values. Held requests are let go as reset."""
         with self._lock:
             self.release_holds(by_reset=True)
             self._pending_holds = 0
@@ -299,7 +383,7 @@ class EmulatorState:
             self.tool_prompt = self._default_tool_prompt
             self.cache.clear()
             self._log.clear()
-            self._log_order.clear()
+            self._dropped = 0
             self._script.clear()
             self._faults.clear()
             self._counters = dict.fromkeys(self._counters, 0)

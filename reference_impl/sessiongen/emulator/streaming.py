@@ -10,7 +10,19 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from .state import FaultKind
+
 DELTA_CHUNKS = 3
+
+"""`reset`: the connection goes before any response byte (the app raises
+`ConnectionResetError`; an in-process ASGI transport hands it to the client, a real server
+such as uvicorn answers a 500 instead, as ASGI cannot drop a socket unanswered).
+`malformed-sse`: a frame whose `data` is not JSON goes out in place of event K
+(`cut_after_events`, default 2: after message_start and ping), the others as usual.
+`invalid-body`: a 200 `application/json` whose body is cut-off JSON, not an event stream."""
+MALFORMED_FRAME = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0\n\n'
+INVALID_BODY = b'{"type":"message","role":"assistant","content":[{"type":"te'
+RESET_MESSAGE = "the emulator dropped the connection (fault kind 'reset')"
 
 
 def _split(text: str, parts: int = DELTA_CHUNKS) -> list[str]:
@@ -94,6 +106,7 @@ class SSEResponse(Response):
     Cutting with `abort=False` ends the HTTP body cleanly (and asks for the connection to be
     closed); `abort=True` returns without finishing the body, so a real server drops the
     connection mid-chunk (an in-process ASGI transport cannot express that and fails).
+    A `kind` (`FaultSpec.kind`) breaks the stream in its own way instead.
     """
 
     media_type = "text/event-stream"
@@ -107,8 +120,15 @@ class SSEResponse(Response):
         cut_after: int | None = None,
         abort: bool = False,
         error_event: Mapping[str, Any] | None = None,
+        kind: FaultKind | None = None,
     ) -> None:
-        super().__init__(status_code=200, headers=dict(headers), media_type=self.media_type)
+        self.kind = kind
+        media_type = "application/json" if kind == "invalid-body" else self.media_type
+        super().__init__(status_code=200, headers=headers, media_type=media_type)
+        self.malformed_at: int | None = None
+        if self.kind == "malformed-sse":
+            self.malformed_at = min(2 if cut_after is None else cut_after, len(events) - 1)
+            cut_after = None
         self.events = events if cut_after is None else events[:cut_after]
         self.cut = cut_after is not None and cut_after < len(events)
         self.delay = delay
@@ -123,8 +143,16 @@ class SSEResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.delay:
             await asyncio.sleep(self.delay)
+        if self.kind == "reset":
+            raise ConnectionResetError(RESET_MESSAGE)
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        for event in self.events:
+        if self.kind == "invalid-body":
+            await send({"type": "http.response.body", "body": INVALID_BODY, "more_body": False})
+            return
+        for index, event in enumerate(self.events):
+            if index == self.malformed_at:
+                frame = {"type": "http.response.body", "body": MALFORMED_FRAME, "more_body": True}
+                await send(frame)
             await send(
                 {"type": "http.response.body", "body": encode_event(event), "more_body": True}
             )

@@ -25,7 +25,7 @@ from ...cache import CacheUsage
 from ...cache.catalog import UnknownModel, get_model
 from ...llm.bedrock_wire import CODE_FOR_STATUS
 from ..errors import APIError
-from ..intake import parse_body, request_headers
+from ..intake import Arrival
 from ..responder import build_reply
 from ..state import EmulatorState
 from ..validation import validate_messages
@@ -326,34 +326,19 @@ def _error(status: int, request_id: str, message: str, code: str | None = None) 
     )
 
 
-def record(state: EmulatorState, request_id: str, **entry: Any) -> None:
-    """`state.record` for a Bedrock request."""
-    state.record(request_id=request_id, provider=PROVIDER, **entry)
-
-
 async def handle(state: EmulatorState, request: Request, model_id: str, stream: bool) -> Response:
-    raw = await request.body()
-    request_id = state.next_request_id()
-    started_at = state.clock.now()
-    path = request.url.path
-    body, parsed = parse_body(raw)
-    headers = request_headers(request)
+    arrival = await Arrival.read(state, request, provider=PROVIDER)
+    arrival.stream = stream
+    request_id, started_at, body, log = (
+        arrival.request_id,
+        arrival.started_at,
+        arrival.body,
+        arrival.record,
+    )
 
-    def log(status: int, usage: dict[str, Any] | None) -> None:
-        record(
-            state,
-            request_id,
-            path=path,
-            started_at=started_at,
-            body=body,
-            status=status,
-            usage=usage,
-            stream=stream,
-            headers=headers,
-            raw_body=raw,
-        )
-
-    fault = state.take_fault()
+    # Bedrock requests take faults but no holds (the hold gate is not modelled here).
+    await arrival.admit(hold=False)
+    fault = arrival.fault
     if fault is not None and fault.effective_status != 200:
         log(fault.effective_status, None)
         if fault.delay:
@@ -362,7 +347,7 @@ async def handle(state: EmulatorState, request: Request, model_id: str, stream: 
         message = fault.message or f"Emulated fault {fault.effective_status}"
         return _error(fault.effective_status, request_id, message, code)
     try:
-        if not parsed:
+        if not arrival.parsed:
             raise _invalid("The request body is not valid JSON")
         try:
             info = get_model(model_id)

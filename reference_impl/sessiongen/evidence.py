@@ -6,13 +6,16 @@ responses) and returns plain rows, so a notebook shows them and a test asserts o
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._generate import ToolsPolicy
 from .cache.pricing import cost
-from .lab import EmulatorLab, LoggedUsage, emulator_lab
+from .errors import ProviderError
+from .lab import PROVIDER_MODELS, PROVIDERS, EmulatorLab, LoggedUsage, Provider, emulator_lab
 from .model import TextPart, UserMessage
 from .parity import WireRequest, diff
 from .sample import SAMPLE_AGENT
@@ -125,6 +128,161 @@ async def measure_tools_policies(root: Path, *, later_turns: int = 0) -> list[Po
     ]
 
 
+# --- the tools policy on every provider (notebook 01, SG-TOOLS-3) ---------------------------
+
+WANTS_A_TOOL: dict[str, Any] = {"text": "", "tool_calls": [{"name": "list_files", "input": {}}]}
+"""The scripted model answers the generate with a tool call and no text: the case the tools
+policy decides. Where the request rules calls out, the emulator answers in text instead."""
+KEEP_ALIVE = "This is a keep-alive request. Reply with exactly: OK"
+PING_AT, NEXT_AT = 240.0, 420.0
+"""The keep-alive scenario: a ping 4 minutes after the turn, the next turn at 7 minutes, so
+with a 5-minute cache only a ping that refreshes the turn's own prefix keeps it warm."""
+
+
+@dataclass(frozen=True)
+class ProviderPolicyRow:
+    """One tools policy on one provider, measured at the wire through the official SDK.
+
+    `step_read` is what a durable Step at the same point reads (the same session built in a
+    fresh lab, then a real turn); `read` what the generate read. `violations` are the paths
+    the parity diff flags between the two logged requests. `next_read` is what the next real
+    turn reads after a keep-alive ping sent with the same policy, `next_read_without_ping`
+    what it reads after the same idle time with no ping."""
+
+    provider: str
+    policy: str
+    accepted: bool
+    rejection: str
+    tools_on_wire: int
+    tool_choice: str
+    step_read: int
+    read: int
+    violations: tuple[str, ...]
+    tool_calls_returned: int
+    text_empty: bool
+    tools_executed: int
+    cost_usd: float
+    ping_cost_usd: float | None
+    next_read: int
+    next_read_without_ping: int = 0
+
+    @property
+    def prefix_hit(self) -> float:
+        return self.read / self.step_read if self.step_read else 0.0
+
+
+async def _build_session(lab: EmulatorLab, later_turns: int) -> str:
+    sid = await first_turn(lab)
+    for _ in range(later_turns):
+        lab.script({"text": LATER_ANSWER})
+        await lab.engine.run(sid, LATER_TURN)
+    return sid
+
+
+def _cost(lab: EmulatorLab, logged: dict[str, Any]) -> float:
+    return cost(LoggedUsage.of(logged).usage, PROVIDER_MODELS[lab.provider])
+
+
+async def step_at_the_wire(
+    workspace: Path, provider: Provider, *, later_turns: int = 2
+) -> tuple[WireRequest, int]:
+    """The durable Step's first request for `RECAP_PROMPT`, as logged, and what it read."""
+    async with emulator_lab(workspace, provider=provider) as lab:
+        sid = await _build_session(lab, later_turns)
+        before = len(lab.requests())
+        lab.script({"text": "A recap."})
+        await lab.engine.run(sid, RECAP_PROMPT)
+        logged = lab.requests()[before]
+        key = lab.engine.generator.prepare(sid, RECAP_PROMPT).request.prompt_cache_key
+        return WireRequest.logged(logged, key), LoggedUsage.of(logged).read
+
+
+async def measure_provider_policy(
+    workspace: Path,
+    provider: Provider,
+    policy: ToolsPolicy,
+    step: tuple[WireRequest, int],
+    *,
+    later_turns: int = 2,
+) -> ProviderPolicyRow:
+    """A session (a turn with two tool calls, `later_turns` plain turns), a generate with
+    `policy` that the model answers with a tool call, then a keep-alive ping with `policy`
+    at `PING_AT` and the next real turn at `NEXT_AT`."""
+    step_wire, step_read = step
+    async with emulator_lab(workspace, provider=provider) as lab:
+        sid = await _build_session(lab, later_turns)
+        before = len(lab.requests())
+        lab.script(WANTS_A_TOOL)
+        rejection, result = "", None
+        try:
+            result = await lab.engine.generate(sid, RECAP_PROMPT, tools_policy=policy)
+        except ProviderError as exc:
+            rejection = type(exc).__name__
+            lab.emulator.pop_response()  # a rejected request leaves its script queued
+        logged = lab.requests()[before]
+        key = lab.engine.generator.prepare(sid, RECAP_PROMPT, tools_policy=policy).request
+        wire = WireRequest.logged(logged, key.prompt_cache_key)
+        view = wire.view()
+        lab.advance(PING_AT)
+        ping_cost: float | None = None
+        try:
+            await lab.engine.generate(sid, KEEP_ALIVE, warming=True, tools_policy=policy)
+            ping_cost = _cost(lab, lab.requests()[-1])
+        except ProviderError:
+            pass
+        lab.advance(NEXT_AT - PING_AT)
+        lab.script({"text": "No: mean([]) divides by zero."})
+        before_next = len(lab.requests())
+        await lab.engine.run(sid, NEXT_PROMPT)
+        nxt = LoggedUsage.of(lab.requests()[before_next])
+        return ProviderPolicyRow(
+            provider=provider,
+            policy=policy.letter,
+            accepted=result is not None,
+            rejection=rejection,
+            tools_on_wire=view.tools,
+            tool_choice=view.tool_choice,
+            step_read=step_read,
+            read=LoggedUsage.of(logged).read,
+            violations=tuple(d.path for d in diff(step_wire, wire).violations),
+            tool_calls_returned=len(result.tool_calls) if result else 0,
+            text_empty=result is not None and not result.text,
+            tools_executed=len(result.tool_results) if result else 0,
+            cost_usd=_cost(lab, logged),
+            ping_cost_usd=ping_cost,
+            next_read=nxt.read,
+        )
+
+
+async def next_turn_without_ping(
+    workspace: Path, provider: Provider, *, later_turns: int = 2
+) -> int:
+    """What the next real turn at `NEXT_AT` reads when no keep-alive ping was sent."""
+    async with emulator_lab(workspace, provider=provider) as lab:
+        sid = await _build_session(lab, later_turns)
+        lab.advance(NEXT_AT)
+        lab.script({"text": "No: mean([]) divides by zero."})
+        before = len(lab.requests())
+        await lab.engine.run(sid, NEXT_PROMPT)
+        return LoggedUsage.of(lab.requests()[before]).read
+
+
+async def measure_tools_policy_matrix(
+    root: Path, providers: Sequence[Provider] = PROVIDERS
+) -> list[ProviderPolicyRow]:
+    """Every tools policy on every provider: notebook 01's rows and SG-TOOLS-3's table."""
+    rows = []
+    for provider in providers:
+        step = await step_at_the_wire(root / provider / "step", provider)
+        unpinged = await next_turn_without_ping(root / provider / "no-ping", provider)
+        for policy in ToolsPolicy:
+            row = await measure_provider_policy(
+                root / provider / policy.value, provider, policy, step
+            )
+            rows.append(dataclasses.replace(row, next_read_without_ping=unpinged))
+    return rows
+
+
 @dataclass(frozen=True)
 class WarmingRow:
     """One keep-alive ping placement, and what the next real turn then paid."""
@@ -233,6 +391,117 @@ def warming_table(rows: list[WarmingRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wants_a_tool(r: ProviderPolicyRow) -> str:
+    """What came back when the model wanted a tool, in words, for tables."""
+    if not r.accepted:
+        return "—"
+    if r.tools_executed:
+        return f"{r.tools_executed} call executed (in a throwaway workspace)"
+    if r.tool_calls_returned:
+        text = "empty text" if r.text_empty else "with text"
+        return f"{r.tool_calls_returned} call returned, {text}"
+    return "answers in text"
+
+
+def tools_policy_matrix_table(rows: list[ProviderPolicyRow]) -> str:
+    """SG-TOOLS-3's matrix, as markdown, from `measure_tools_policy_matrix`."""
+    names = {p.letter: p.value for p in ToolsPolicy}
+    lines = [
+        "| provider | policy | accepted | tools on the wire | tool choice as sent "
+        "| parity violations | read of the Step's prefix | a model that wants a tool "
+        "| keep-alive ping | next turn reads (with no ping) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        accepted = "yes" if r.accepted else f"no: {r.rejection}"
+        violations = ", ".join(f"`{v}`" for v in r.violations) or "0"
+        ping = "rejected" if r.ping_cost_usd is None else _micro_usd(r.ping_cost_usd)
+        read = f"{r.prefix_hit:.0%}" if r.accepted else "—"
+        lines.append(
+            f"| {r.provider} | {r.policy} `{names[r.policy]}` | {accepted} | {r.tools_on_wire} "
+            f"| {r.tool_choice} | {violations} | {read} | {wants_a_tool(r)} | {ping} "
+            f"| {r.next_read:,} ({r.next_read_without_ping:,}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ProviderDecision:
+    """What the matrix decides for one provider."""
+
+    provider: str
+    default: str  # the policy generate uses
+    default_read: float
+    text_only: str  # the cheapest policy that rules tool calls out, or "none"
+    text_only_read: float
+    choice_none: str  # what `choice_none` sends there, in words
+    no_tools: str  # what `no_tools` does there, in words
+    next_read: int  # the next turn's read after a ping with the default
+    next_read_without_ping: int
+
+
+def decide_tools_policy(rows: list[ProviderPolicyRow]) -> list[ProviderDecision]:
+    """Per provider: the default is the accepted policy with no parity violation, no tool
+    executed and the highest read of the Step's prefix (ties: the earlier letter); the
+    text-only choice is the accepted policy that rules tool calls out with the highest read."""
+    decisions = []
+    for provider in dict.fromkeys(r.provider for r in rows):
+        mine = {r.policy: r for r in rows if r.provider == provider}
+        candidates = [
+            r for r in mine.values() if r.accepted and not r.violations and not r.tools_executed
+        ]
+        default = max(candidates, key=lambda r: (r.prefix_hit, -ord(r.policy)))
+        text_only = [
+            r
+            for r in mine.values()
+            if r.accepted and r.tools_on_wire and r.tool_choice.lower() == "none"
+        ] + [r for r in mine.values() if r.accepted and not r.tools_on_wire]
+        best = max(text_only, key=lambda r: r.prefix_hit, default=None)
+        c, b = mine["C"], mine["B"]
+        if c.tool_choice == mine["A"].tool_choice:
+            choice_none = f"cannot be spelled: sent as A ({c.tool_choice}), a call may come back"
+        else:
+            choice_none = f"`{c.tool_choice}`, tools and history kept, reads {c.prefix_hit:.0%}"
+        no_tools = f"rejected ({b.rejection})" if not b.accepted else f"reads {b.prefix_hit:.0%}"
+        decisions.append(
+            ProviderDecision(
+                provider=provider,
+                default=default.policy,
+                default_read=default.prefix_hit,
+                text_only=best.policy if best else "none",
+                text_only_read=best.prefix_hit if best else 0.0,
+                choice_none=choice_none,
+                no_tools=no_tools,
+                next_read=default.next_read,
+                next_read_without_ping=default.next_read_without_ping,
+            )
+        )
+    return decisions
+
+
+def tools_policy_decision_table(decisions: list[ProviderDecision]) -> str:
+    """The decision table the contract cites (SG-TOOLS-3), as markdown."""
+    names = {p.letter: p.value for p in ToolsPolicy}
+    lines = [
+        "| provider | default | read of the Step's prefix | `choice_none` there "
+        "| `no_tools` there | to force a text answer "
+        "| next turn reads after a default ping (with no ping) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for d in decisions:
+        text_only = (
+            "not possible without `no_tools`"
+            if d.text_only == "none"
+            else f"{d.text_only} `{names[d.text_only]}` (reads {d.text_only_read:.0%})"
+        )
+        lines.append(
+            f"| {d.provider} | {d.default} `{names[d.default]}` | {d.default_read:.0%} "
+            f"| {d.choice_none} | {d.no_tools} | {text_only} "
+            f"| {d.next_read:,} ({d.next_read_without_ping:,}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 GENERATED_SESSIONS = 30
 """Sessions of the generated trace (seed 1) in the warming tables: the optimum's cost grows
 with each session's tool loop, and 30 keeps the table a few seconds' work."""
@@ -288,12 +557,23 @@ def warming_tables() -> dict[str, str]:
     return tables
 
 
+def _tools_policy_providers(rows: list[ProviderPolicyRow]) -> str:
+    return (
+        tools_policy_matrix_table(rows)
+        + "\n"
+        + tools_policy_decision_table(decide_tools_policy(rows))
+    )
+
+
 async def contract_tables(scratch: Path) -> dict[str, str]:
     """Every generated table of the contract: file name -> markdown."""
     return {
         **warming_tables(),
         "tools-policy.md": tools_policy_table(
             await measure_tools_policies(scratch / "policies", later_turns=2)
+        ),
+        "tools-policy-providers.md": _tools_policy_providers(
+            await measure_tools_policy_matrix(scratch / "matrix")
         ),
         "warming-placement.md": warming_table(
             await measure_warming_placements(scratch / "warming")

@@ -50,12 +50,13 @@ async def test_script_queue_and_deterministic_ids(emu: Emu) -> None:
         {"tool_calls": [{"id": "toolu_custom", "name": "grep", "input": {"q": "x"}}]},
         {"text": "Refused.", "stop_reason": "refusal"},
     )
-    first = await emu.create(messages=[user(text_block(5, "one"))])
+    tools = [{"name": name, "input_schema": {"type": "object"}} for name in ("read_file", "grep")]
+    first = await emu.create(messages=[user(text_block(5, "one"))], tools=tools)
     assert first.id == "msg_000001"
     assert [b.type for b in first.content] == ["text", "tool_use"]
     assert first.content[1].id == "toolu_000001"  # type: ignore[union-attr]
     assert first.stop_reason == "tool_use"
-    second = await emu.create(messages=[user(text_block(5, "two"))])
+    second = await emu.create(messages=[user(text_block(5, "two"))], tools=tools)
     assert second.content[0].id == "toolu_custom"  # type: ignore[union-attr]
     third = await emu.create(messages=[user(text_block(5, "three"))])
     assert (third.content[0].text, third.stop_reason) == ("Refused.", "refusal")  # type: ignore[union-attr]

@@ -175,6 +175,9 @@ async def test_the_scripted_client_bills_a_reply_as_the_emulator_does(emu: Emu) 
             "tool_calls": [{"id": i, "name": n, "input": a} for i, n, a in calls],
         }
     )
-    message = await emu.create(messages=[{"role": "user", "content": "Read it."}])
+    message = await emu.create(
+        messages=[{"role": "user", "content": "Read it."}],
+        tools=[{"name": "read_file", "input_schema": {"type": "object"}}],
+    )
     # 15 bytes of text, 9 of name, 36 of canonical input JSON: 4 + 3 + 9 tokens.
     assert double.usage.output_tokens == message.usage.output_tokens == 4 + 3 + 9

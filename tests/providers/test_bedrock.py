@@ -345,3 +345,21 @@ def test_the_emulator_rejects_cache_points_the_cache_rules_refuse(
     with pytest.raises(ClientError, match=message.replace("[", r"\[").replace("]", r"\]")):
         sdk.converse(**kwargs)
     assert state.cache.entries() == []  # a rejected request never reaches the cache
+
+
+def test_claude_on_bedrock_has_its_anthropic_models_thinking_facts() -> None:
+    """The same model behind Converse strips earlier thinking, defaults its thinking and
+    accepts mid-conversation system messages as on Anthropic's API (UNCONFIRMED for
+    Converse; models_bedrock.json says so)."""
+    import re
+
+    from sessiongen.cache.catalog import get_model, list_models
+
+    facts = ("thinking_default", "strips_prior_thinking", "mid_conversation_system")
+    bedrock = [m for m in list_models() if m.provider == "bedrock"]
+    assert bedrock
+    for model in bedrock:
+        name = re.sub(r"-v1(:0)?$", "", model.id.removeprefix("anthropic."))
+        known = {m.id for m in list_models()} | {a for m in list_models() for a in m.aliases}
+        anthropic = get_model(name if name in known else re.sub(r"-\d{8}$", "", name))
+        assert [getattr(model, f) for f in facts] == [getattr(anthropic, f) for f in facts]

@@ -60,6 +60,28 @@ def _unscripted(body: Mapping[str, Any]) -> ScriptedResponse:
     return ScriptedResponse(text=default_text(body))
 
 
+def may_call_tools(tools: int, choice: str | None) -> bool:
+    """Whether a model can answer with a tool call: it was given tools, and the tool choice
+    (the provider's own spelling, lower-cased) is not `none`. Anthropic: none "prevents
+    Claude from using any tools"; OpenAI: none means the model "will not call any tool";
+    Gemini: NONE "Model will not predict any function call" (shared/reference/providers.md)."""
+    return tools > 0 and (choice or "").lower() != "none"
+
+
+def allowed_reply(
+    script: ScriptedResponse, *, tools: int, choice: str | None, body: Mapping[str, Any]
+) -> ScriptedResponse:
+    """`script` as the model may give it: a scripted tool call is dropped where the request
+    rules tool calls out (`may_call_tools`), so an experiment that scripts a call sees what
+    the provider would do under `none` or without tools. A reply left with nothing to say
+    gets the unscripted echo of `body` (Anthropic-shaped): a model that may not call a tool
+    answers in text."""
+    if not script.tool_calls or may_call_tools(tools, choice):
+        return script
+    text = script.text or (None if script.thinking else default_text(body))
+    return script.model_copy(update={"tool_calls": [], "text": text})
+
+
 def fit(text: str, budget: int) -> str:
     """The longest prefix of `text` that costs at most `budget` tokens."""
     if count_text_tokens(text) <= budget:
@@ -89,7 +111,10 @@ def build_reply(
     budget: int = body["max_tokens"]
     if budget == 0:
         return Reply([], "max_tokens", None, 0)
-    script = scripted or _unscripted(body)
+    choice = (body.get("tool_choice") or {}).get("type")
+    script = allowed_reply(
+        scripted or _unscripted(body), tools=len(body.get("tools") or []), choice=choice, body=body
+    )
     content: list[dict[str, Any]] = []
     used = 0
     truncated = False

@@ -25,8 +25,9 @@ from .types import (
     ToolResultContent,
     Usage,
 )
+from .wire_view import BlockKind, WireBlock, WireView, choice_or_default
 
-__all__ = ["ERROR_TYPES", "lower_request", "usage_from_anthropic"]
+__all__ = ["ERROR_TYPES", "lower_request", "usage_from_anthropic", "wire_view"]
 
 # AD:api/errors: the error `type` the API sends with each HTTP status, in the error body and
 # in an `error` event inside a 200 stream. Read-only, since every reader shares this one.
@@ -185,3 +186,53 @@ def _lower_tool_choice(choice: ToolChoice) -> dict[str, Any]:
     if choice.disable_parallel_tool_use and choice.type != "none":
         lowered["disable_parallel_tool_use"] = True
     return lowered
+
+
+_KINDS: Mapping[str, BlockKind] = MappingProxyType(
+    {
+        "text": "text",
+        "tool_use": "tool_call",
+        "tool_result": "tool_result",
+        "thinking": "reasoning",
+        "redacted_thinking": "reasoning",
+    }
+)
+
+
+def wire_view(body: Mapping[str, Any]) -> WireView:
+    """A Messages body as the parity diff reads it: each content block, its `cache_control`
+    set apart; every other top-level field a setting."""
+    blocks: list[WireBlock] = []
+    for m, message in enumerate(body.get("messages", [])):
+        content = message["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for b, block in enumerate(content):
+            path = f"messages[{m}].content[{b}]"
+            blocks.append(
+                WireBlock(
+                    role=message["role"],
+                    path=path,
+                    kind=_KINDS.get(block.get("type", ""), "other"),
+                    content={k: v for k, v in block.items() if k != "cache_control"},
+                    mark=block.get("cache_control"),
+                    mark_path=f"{path}.cache_control",
+                )
+            )
+    return WireView(
+        settings={k: v for k, v in body.items() if k != "messages"},
+        blocks=tuple(blocks),
+        output_limit="max_tokens",
+        tools=len(body.get("tools") or []),
+        tool_choice=choice_or_default(
+            (body.get("tool_choice") or {}).get("type"), len(body.get("tools") or [])
+        ),
+        sections={
+            "model": "model",
+            "system": "system prompt",
+            "tools": "tool definitions",
+            "tool_choice": "tool choice",
+            "thinking": "thinking settings",
+            "output_config": "effort settings",
+        },
+    )

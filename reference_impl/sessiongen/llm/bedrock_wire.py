@@ -26,6 +26,7 @@ from .types import (
     ToolResultContent,
     Usage,
 )
+from .wire_view import BlockKind, WireBlock, WireView, choice_or_default, split_setting
 
 __all__ = [
     "ERROR_STATUS",
@@ -34,6 +35,7 @@ __all__ = [
     "error_for",
     "lower_request",
     "usage_from_bedrock",
+    "wire_view",
 ]
 
 # botocore service model bedrock-runtime 2023-09-30: the error shapes of Converse and
@@ -228,3 +230,53 @@ def _lower_tool_choice(choice: ToolChoice | None) -> dict[str, Any] | None:
     if choice.name is None:
         raise ValueError("tool_choice of type 'tool' needs the tool's name")
     return {"tool": {"name": choice.name}}
+
+
+_KINDS: Mapping[str, BlockKind] = MappingProxyType(
+    {
+        "text": "text",
+        "toolUse": "tool_call",
+        "toolResult": "tool_result",
+        "reasoningContent": "reasoning",
+    }
+)
+
+
+def wire_view(body: Mapping[str, Any]) -> WireView:
+    """A Converse body (the wire JSON, or `lower_request`'s kwargs) as the parity diff reads
+    it. A `cachePoint` block is the mark of the block before it; `toolConfig` is two
+    settings (its tools and its choice) and `inferenceConfig.maxTokens` is the output limit."""
+    settings = split_setting(body, "inferenceConfig", "maxTokens")
+    settings.pop("messages", None)
+    tool_config = settings.pop("toolConfig", None)
+    if isinstance(tool_config, Mapping):
+        for key, value in tool_config.items():
+            settings[f"toolConfig.{key}"] = value
+    blocks: list[WireBlock] = []
+    for m, message in enumerate(body.get("messages", [])):
+        for b, block in enumerate(message.get("content", [])):
+            path = f"messages[{m}].content[{b}]"
+            if "cachePoint" in block and blocks and blocks[-1].path.startswith(f"messages[{m}]"):
+                last = blocks.pop()
+                blocks.append(WireBlock(last.role, last.path, last.kind, last.content, block, path))
+                continue
+            kind: BlockKind = next((_KINDS[key] for key in block if key in _KINDS), "other")
+            blocks.append(WireBlock(message["role"], path, kind, block, None, path))
+    return WireView(
+        settings=settings,
+        blocks=tuple(blocks),
+        output_limit="inferenceConfig.maxTokens",
+        tools=sum("toolSpec" in t for t in (tool_config or {}).get("tools", [])),
+        tool_choice=choice_or_default(
+            next(iter((tool_config or {}).get("toolChoice", {})), None),
+            sum("toolSpec" in t for t in (tool_config or {}).get("tools", [])),
+        ),
+        sections={
+            "modelId": "model",
+            "system": "system prompt",
+            "toolConfig.tools": "tool definitions",
+            "toolConfig.toolChoice": "tool choice",
+            "inferenceConfig": "inference settings",
+            "additionalModelRequestFields": "thinking or effort settings",
+        },
+    )

@@ -33,6 +33,7 @@ from .types import (
     ToolResultContent,
     Usage,
 )
+from .wire_view import BlockKind, WireBlock, WireView, choice_or_default, split_setting
 
 __all__ = [
     "ERROR_STATUSES",
@@ -41,6 +42,7 @@ __all__ = [
     "encode_signature",
     "lower_request",
     "usage_from_gemini",
+    "wire_view",
 ]
 
 # ai.google.dev/gemini-api/docs/troubleshooting: the HTTP code and the `error.status` string the
@@ -219,3 +221,43 @@ def _lower_choice(choice: ToolChoice) -> dict[str, Any]:
             raise ValueError("tool_choice of type 'tool' needs the tool's name")
         return {"mode": "ANY", "allowed_function_names": [choice.name]}
     return {"mode": {"auto": "AUTO", "any": "ANY", "none": "NONE"}[choice.type]}
+
+
+def wire_view(body: Mapping[str, Any]) -> WireView:
+    """A generateContent body (the REST JSON the SDK sends) as the parity diff reads it:
+    each part of `contents` a block (role `model` is the assistant), every other field a
+    setting, `generationConfig.maxOutputTokens` the output limit. Parts carry no cache
+    mark: implicit caching has none, and an explicit `cachedContent` is a setting."""
+    settings = split_setting(body, "generationConfig", "maxOutputTokens")
+    settings.pop("contents", None)
+    blocks: list[WireBlock] = []
+    for c, content in enumerate(body.get("contents", [])):
+        role = "assistant" if content.get("role") == "model" else "user"
+        for p, part in enumerate(content.get("parts", [])):
+            kind: BlockKind = "other"
+            if "functionCall" in part:
+                kind = "tool_call"
+            elif "functionResponse" in part:
+                kind = "tool_result"
+            elif part.get("thought"):
+                kind = "reasoning"
+            elif "text" in part:
+                kind = "text"
+            blocks.append(WireBlock(role, f"contents[{c}].parts[{p}]", kind, part))
+    return WireView(
+        settings=settings,
+        blocks=tuple(blocks),
+        output_limit="generationConfig.maxOutputTokens",
+        tools=sum(len(t.get("functionDeclarations") or []) for t in body.get("tools") or []),
+        tool_choice=choice_or_default(
+            ((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode"),
+            sum(len(t.get("functionDeclarations") or []) for t in body.get("tools") or []),
+        ),
+        sections={
+            "systemInstruction": "system prompt",
+            "tools": "tool definitions",
+            "toolConfig": "tool choice",
+            "generationConfig": "generation settings",
+            "cachedContent": "explicit cache",
+        },
+    )

@@ -29,8 +29,16 @@ from ..errors import (
     ProviderTimeout,
 )
 from .types import LLMMessage, LLMRequest, ToolChoice, ToolResultContent, Usage
+from .wire_view import BlockKind, WireBlock, WireView, choice_or_default
 
-__all__ = ["ERRORS", "CACHE_INCREMENT", "error_for", "lower_request", "usage_from_openai"]
+__all__ = [
+    "ERRORS",
+    "CACHE_INCREMENT",
+    "error_for",
+    "lower_request",
+    "usage_from_openai",
+    "wire_view",
+]
 
 CACHE_INCREMENT = 128
 """Cached prefixes grow in 128-token steps (OpenAI prompt-caching guide)."""
@@ -207,3 +215,58 @@ def _lower_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
             raise ValueError("tool_choice of type 'tool' needs the tool's name")
         return {"type": "function", "function": {"name": choice.name}}
     return choice.type  # "auto" | "none"
+
+
+def wire_view(body: Mapping[str, Any]) -> WireView:
+    """A Chat Completions body as the parity diff reads it. The leading `system`/`developer`
+    messages are the system prompt (a setting); a `tool` message is a user-side tool result;
+    an assistant's text and each of its `tool_calls` are blocks. No block carries a cache
+    mark: caching is automatic, and `prompt_cache_key` is a setting of the body."""
+    messages = list(body.get("messages", []))
+    leading = 0
+    while leading < len(messages) and messages[leading].get("role") in ("system", "developer"):
+        leading += 1
+    settings = {k: v for k, v in body.items() if k != "messages"}
+    if leading:
+        settings["messages[system]"] = messages[:leading]
+    blocks: list[WireBlock] = []
+    for m in range(leading, len(messages)):
+        message, path = messages[m], f"messages[{m}]"
+        role = message.get("role", "")
+        if role == "tool":
+            blocks.append(WireBlock("user", path, "tool_result", message))
+            continue
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            blocks.append(WireBlock(role, f"{path}.content", "text", {"text": content}))
+        elif isinstance(content, list):
+            for p, part in enumerate(content):
+                kind: BlockKind = "text" if part.get("type") == "text" else "other"
+                blocks.append(WireBlock(role, f"{path}.content[{p}]", kind, part))
+        for c, call in enumerate(message.get("tool_calls") or []):
+            blocks.append(WireBlock(role, f"{path}.tool_calls[{c}]", "tool_call", call))
+    return WireView(
+        settings=settings,
+        blocks=tuple(blocks),
+        output_limit="max_completion_tokens",
+        tools=len(body.get("tools") or []),
+        tool_choice=choice_or_default(
+            _choice_name(body.get("tool_choice")), len(body.get("tools") or [])
+        ),
+        sections={
+            "model": "model",
+            "messages[system]": "system prompt",
+            "tools": "tool definitions",
+            "tool_choice": "tool choice",
+            "parallel_tool_calls": "tool choice",
+            "reasoning_effort": "effort settings",
+            "prompt_cache_key": "prompt-cache key",
+            "prompt_cache_retention": "cache retention",
+        },
+    )
+
+
+def _choice_name(choice: Any) -> str | None:
+    if isinstance(choice, str) or choice is None:
+        return choice
+    return "function" if isinstance(choice, Mapping) else str(choice)

@@ -41,14 +41,13 @@ from ...tokens import (
     count_json_tokens,
     count_tool_definition_tokens,
 )
-from ..intake import parse_body, request_headers
+from ..intake import Arrival
 from ..responder import THINKING_SIGNATURE, build_reply
-from ..state import EmulatorState, FaultSpec, Hold, ScriptedResponse, redact_headers
+from ..state import EmulatorState, FaultSpec
 
 PATH_PREFIXES = ("/v1beta/",)
 PROVIDER = "gemini"
 METHODS = ("generateContent", "streamGenerateContent")
-HOLD_POLL_SECONDS = 0.002
 GENESIS = hashlib.sha256(b"sessiongen.cache/gemini/v1").hexdigest()
 IMPLICIT_TTL: TTL = "5m"  # UNCONFIRMED: the docs give implicit caching no lifetime
 _DATA_FIELDS = (
@@ -293,6 +292,8 @@ def _responder_body(
         choice = {"type": "tool", "name": allowed[0]}
     elif calling["mode"] == "ANY":
         choice = {"type": "any"}
+    elif calling["mode"] == "NONE":
+        choice = {"type": "none"}
     return {
         "max_tokens": max_tokens,
         "messages": messages,
@@ -405,49 +406,16 @@ class _SSE(Response):
 # --- the endpoint --------------------------------------------------------------------------
 
 
-def _record(state: EmulatorState, **entry: Any) -> None:
-    """`state.record` for a Gemini request."""
-    state.record(provider=PROVIDER, **entry)
-
-
-async def _wait(state: EmulatorState, hold: Hold) -> None:
-    try:
-        while not hold.released.is_set():
-            await asyncio.sleep(HOLD_POLL_SECONDS)
-    finally:
-        state.drop_hold(hold)
-
-
 async def _handle(state: EmulatorState, request: Request, model: str, method: str) -> Response:
-    raw = await request.body()
-    request_id = state.next_request_id()
-    started_at = state.clock.now()
-    body, parsed = parse_body(raw)
-    stream = method == "streamGenerateContent"
+    arrival = await Arrival.read(state, request, provider=PROVIDER)
+    request_id, started_at, body = arrival.request_id, arrival.started_at, arrival.body
+    stream = arrival.stream = method == "streamGenerateContent"
     sse = stream and request.query_params.get("alt") == "sse"
-    path = request.url.path
-    headers = request_headers(request)
+    record = arrival.record
 
-    def record(status: int, usage: dict[str, Any] | None) -> None:
-        _record(
-            state,
-            request_id=request_id,
-            path=path,
-            started_at=started_at,
-            body=body,
-            status=status,
-            usage=usage,
-            stream=stream,
-            headers=headers,
-            raw_body=raw,
-        )
-
-    fault = state.take_fault()
-    hold = state.take_hold()
-    if hold is not None:
-        await _wait(state, hold)
-        if hold.by_reset:
-            return _error(500, "The emulator was reset while this request was held.")
+    if not await arrival.admit():
+        return _error(500, "The emulator was reset while this request was held.")
+    fault = arrival.fault
     extra = {**(fault.headers if fault else {}), "x-request-id": request_id}
     if fault is not None and fault.effective_status != 200:
         status = fault.effective_status
@@ -461,7 +429,7 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
     try:
         if method not in METHODS:
             raise GeminiError(404, f"Method {method!r} is not served by this emulator.")
-        if not parsed:
+        if not arrival.parsed:
             raise _invalid("Invalid JSON payload received.")
         info = _model(model)
         cached = _cached_for(state, body, info, started_at)
@@ -491,9 +459,6 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
         blocks, model=info.id, now=started_at, min_tokens=info.min_cacheable_tokens, ttft=state.ttft
     )
     scripted = state.pop_response()
-    if scripted is not None and calling["mode"] == "NONE":
-        # NONE: "Model will not predict any function call."
-        scripted = ScriptedResponse.model_validate({**scripted.model_dump(), "tool_calls": []})
     reply = build_reply(
         _responder_body(effective, declarations, calling, max_tokens),
         scripted,
@@ -651,19 +616,14 @@ async def _admin_call(
     state: EmulatorState, request: Request, action: str, name: str | None
 ) -> Response:
     """create / get / delete of a cachedContents resource, logged like a generate call."""
-    raw = await request.body()
-    request_id = state.next_request_id()
-    now = state.clock.now()
-    headers = redact_headers(request.headers)
-    body: Any = None
+    arrival = await Arrival.read(state, request, provider=PROVIDER)
+    request_id, now = arrival.request_id, arrival.started_at
     status, answer = 200, {}
     try:
         if action == "create":
-            try:
-                body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise _invalid("Invalid JSON payload received.") from None
-            answer = create_cached_content(state, body, now).resource()
+            if not arrival.parsed:
+                raise _invalid("Invalid JSON payload received.")
+            answer = create_cached_content(state, arrival.body, now).resource()
         else:
             assert name is not None
             item = _RESOURCES.get(state, {}).get(name)
@@ -676,18 +636,8 @@ async def _admin_call(
                 answer = item.resource()
     except GeminiError as exc:
         status, answer = exc.code, error_body(exc.code, exc.message)
-    _record(
-        state,
-        request_id=request_id,
-        path=request.url.path,
-        started_at=now,
-        body=body,
-        status=status,
-        usage=None,
-        stream=False,
-        headers=headers,
-        raw_body=raw,
-    )
+    # The body is logged when it was JSON for a create (get and delete send none).
+    arrival.record(status, None, has_body=action == "create" and arrival.parsed)
     return JSONResponse(answer, status_code=status, headers={"x-request-id": request_id})
 
 

@@ -42,9 +42,9 @@ from ...tokens import (
     count_tool_call_tokens,
     count_tool_tokens,
 )
-from ..intake import parse_body, request_headers
-from ..responder import default_text, fit
-from ..state import EmulatorState, Hold, ScriptedResponse
+from ..intake import Arrival
+from ..responder import allowed_reply, default_text, fit
+from ..state import EmulatorState, ScriptedResponse
 
 PATH_PREFIXES = ("/v1/chat/", "/v1/responses")
 CHAT_PATH = "/v1/chat/completions"
@@ -92,11 +92,6 @@ def error_response(
     }
     all_headers = {**(headers or {}), "x-request-id": request_id}
     return JSONResponse(body, status_code=status, headers=all_headers)
-
-
-def _record(state: EmulatorState, **entry: Any) -> None:
-    """`state.record` for a OpenAI request."""
-    state.record(provider=PROVIDER, **entry)
 
 
 # --- flattening ----------------------------------------------------------------------------
@@ -330,6 +325,13 @@ def _reply(body: Mapping[str, Any], path: str, scripted: ScriptedResponse | None
             {"messages": [{"role": "user", "content": _last_user_text(body, path)}]}
         )
         scripted = ScriptedResponse(text=text)
+    choice = body.get("tool_choice")
+    scripted = allowed_reply(
+        scripted,
+        tools=len(_tool_names(body, path)),
+        choice=choice if isinstance(choice, str) else None,
+        body={"messages": [{"role": "user", "content": _last_user_text(body, path)}]},
+    )
     text = scripted.text or ""
     limit = _max_tokens(body, path)
     truncated = limit is not None and count_text_tokens(text) > limit
@@ -512,48 +514,17 @@ async def _sse(
         yield b"data: [DONE]\n\n"
 
 
-HOLD_POLL_SECONDS = 0.002
-
-
-async def _wait(state: EmulatorState, hold: Hold) -> None:
-    """Wait for a release (or a reset); a cancelled request stops counting as waiting."""
-    try:
-        while not hold.released.is_set():
-            await asyncio.sleep(HOLD_POLL_SECONDS)
-    finally:
-        state.drop_hold(hold)
-
-
 async def _handle(state: EmulatorState, request: Request, path: str) -> Response:
-    raw = await request.body()
-    request_id = state.next_request_id()
-    started_at = state.clock.now()
-    body, parsed = parse_body(raw)
-    stream = isinstance(body, dict) and body.get("stream") is True
-    headers = request_headers(request)
-
-    def record(status: int, usage: dict[str, Any] | None) -> None:
-        _record(
-            state,
-            request_id=request_id,
-            path=path,
-            started_at=started_at,
-            body=body,
-            status=status,
-            usage=usage,
-            stream=stream,
-            headers=headers,
-            raw_body=raw,
-        )
+    arrival = await Arrival.read(state, request, provider=PROVIDER, path=path)
+    request_id, started_at, body = arrival.request_id, arrival.started_at, arrival.body
+    stream = arrival.stream = isinstance(body, dict) and body.get("stream") is True
+    record = arrival.record
 
     # As on /v1/messages: id, start time and fault follow arrival order; the cache, script
     # and log are touched only once a held request is released.
-    fault = state.take_fault()
-    hold = state.take_hold()
-    if hold is not None:
-        await _wait(state, hold)
-        if hold.by_reset:
-            return error_response(500, request_id, "The emulator was reset while held.")
+    if not await arrival.admit():
+        return error_response(500, request_id, "The emulator was reset while held.")
+    fault = arrival.fault
     if fault is not None and fault.effective_status != 200:
         status = fault.effective_status
         record(status, None)
@@ -563,7 +534,7 @@ async def _handle(state: EmulatorState, request: Request, path: str) -> Response
             status, request_id, fault.message, error_type=fault.error_type, headers=fault.headers
         )
     try:
-        if not parsed:
+        if not arrival.parsed:
             raise OpenAIError(400, "We could not parse the JSON body of your request.")
         if path == RESPONSES_PATH:
             _responses_input(body)

@@ -266,8 +266,9 @@ async def run_scenario(
 
 
 @dataclass(frozen=True)
-class PlacementRow:
-    """What one cache policy cost over a scenario, as the emulator billed it.
+class PlacementRow(LoggedUsage):
+    """What one cache policy cost over a scenario, as the emulator billed it: the summed
+    token counts (`LoggedUsage`'s fields, with its `usage` and `total_input`), and:
 
     `misses`: requests whose previous request in the same session wrote an entry, but which
     read less than that previous request's whole prompt. `expired_misses`: those of them that
@@ -278,28 +279,9 @@ class PlacementRow:
     policy: str
     model: str
     requests: int
-    read: int
-    write_5m: int
-    write_1h: int
-    uncached: int
-    output: int
     cost_usd: float
     misses: int
     expired_misses: int
-
-    @property
-    def usage(self) -> Usage:
-        return Usage(
-            input_tokens=self.uncached,
-            output_tokens=self.output,
-            cache_read_tokens=self.read,
-            cache_write_5m_tokens=self.write_5m,
-            cache_write_1h_tokens=self.write_1h,
-        )
-
-    @property
-    def total_input(self) -> int:
-        return self.usage.total_input_tokens
 
     @property
     def hit_ratio(self) -> float:

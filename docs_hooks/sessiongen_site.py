@@ -11,16 +11,30 @@ traceability page, the notebooks and the test sources the traceability page link
 - The notebooks in `notebooks/` join the site as pages (mkdocs-jupyter renders them with
   their stored outputs), and each test file a marker is in joins it as a static,
   highlighted source page with one anchor per line (`#L-42`), so the links work offline.
+- The Notebooks section of the nav is made from `notebooks/*.ipynb` (after the page
+  `notebooks.md`), so a notebook cannot be missing from it or listed out of order.
+- Every figure stored in a notebook is also a file of the site,
+  `figures/<notebook stem>-<n>.png` (n counts the notebook's PNG outputs from 1), so a
+  decision record can show the figure its decision rests on, next to a link to the
+  notebook section that computes it.
+- A notebook's markdown links to the docs as `../docs/page.md#anchor` and to another
+  notebook as `02-prep-parity.ipynb` (right in JupyterLab and on GitHub); on the rendered
+  notebook page they point at `../page.html` and `02-prep-parity.html`.
+- The contract's links to notebooks (`../notebooks/…`, relative to `contract/`) point at the
+  notebook pages.
 - MathJax and mermaid script tags that nbconvert's template adds (loaded from a CDN) are
   removed from notebook pages: the notebooks use neither, and the site loads nothing remote.
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import json
 import posixpath
 import re
 from pathlib import Path
+from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.plugins import event_priority
@@ -36,6 +50,10 @@ TRACEABILITY = "traceability.md"
 CONTRACT_PAGE = "contract.md"
 SOURCE_DIR = "source"  # test sources, as static pages, under site/source/tests/...
 NOTEBOOKS_DIR = "notebooks"
+NOTEBOOKS_PAGE = "notebooks.md"
+FIGURES_DIR = "figures"
+_DOCS_LINK = re.compile(r'href="\.\./docs/([\w/.-]+)\.md(#[^"]*)?"')
+_NOTEBOOK_LINK = re.compile(r'href="([\w.-]+)\.ipynb(#[^"]*)?"')  # notebook to notebook
 
 _CLAUSE_HEADING = re.compile(r"<p><strong>((SG-[A-Z]+-\d+)\b[^<]*)</strong>")
 _TAG = re.compile(r"(<!--.*?-->|<[^>]*>)", re.S)
@@ -52,6 +70,20 @@ _NB_REMOTE_BLOCKS = (
 )
 
 _clauses: dict[str, _trace.Clause] = {}
+
+
+# --- config --------------------------------------------------------------------------------
+
+
+def on_config(config: MkDocsConfig) -> MkDocsConfig:
+    """The Notebooks nav section lists `notebooks.md`, then every notebook in file order."""
+    pages = [NOTEBOOKS_PAGE] + [
+        f"{NOTEBOOKS_DIR}/{p.name}" for p in sorted((ROOT / NOTEBOOKS_DIR).glob("*.ipynb"))
+    ]
+    for entry in config.nav or []:
+        if isinstance(entry, dict) and "Notebooks" in entry:
+            entry["Notebooks"] = pages
+    return config
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -71,12 +103,29 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
                 config.use_directory_urls,
             )
         )
+        for name, png in _figures(notebook):
+            files.append(File.generated(config, f"{FIGURES_DIR}/{name}", content=png))
     for path in sorted({t.path for ts in tests.values() for t in ts}):
         files.append(
             File.generated(config, f"{SOURCE_DIR}/{path}.html", content=_source_page(path))
         )
     files.append(File.generated(config, TRACEABILITY, content=_traceability(tests)))
     return files
+
+
+def _figures(notebook: Path) -> list[tuple[str, bytes]]:
+    """The notebook's stored PNG figures, in order, as `<stem>-<n>.png`."""
+    cells: list[dict[str, Any]] = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    pngs = [
+        output["data"]["image/png"]
+        for cell in cells
+        for output in cell.get("outputs", [])
+        if "image/png" in output.get("data", {})
+    ]
+    return [
+        (f"{notebook.stem}-{n}.png", base64.b64decode("".join(png)))
+        for n, png in enumerate(pngs, start=1)
+    ]
 
 
 def _source_page(path: str) -> str:
@@ -110,7 +159,8 @@ def _traceability(tests: dict[str, list[_trace.MarkedTest]]) -> str:
         )
         title = clause.title.replace("|", "\\|") or "(purpose)"
         rows.append(
-            f"| [{clause.id}]({CONTRACT_PAGE}#{clause.anchor}) | {title} "
+            f"| [{clause.id}]({CONTRACT_PAGE}#{clause.anchor}){{#trace-{clause.anchor}}} "
+            f"| {title} "
             f"| {links or '**none**'} | {notebooks} |"
         )
     total = sum(len(ts) for cid, ts in tests.items() if cid in _clauses)
@@ -127,7 +177,7 @@ def _traceability(tests: dict[str, list[_trace.MarkedTest]]) -> str:
             "code as `tests/test_contract_trace.py` (which fails when a clause has no marked",
             "test). A test counts only by its marker; a notebook is listed when a cell mentions",
             "the clause id. Each test links to its line in a copy of the source shipped with",
-            "the site.",
+            "the site. Each row is an anchor: `traceability.html#trace-sg-tools-1`.",
             "",
             f"{len(_clauses)} clauses, {total} marked tests.",
             "",
@@ -142,10 +192,34 @@ def _traceability(tests: dict[str, list[_trace.MarkedTest]]) -> str:
 # --- pages ---------------------------------------------------------------------------------
 
 
+_SNIPPET = re.compile(r'^--8<-- "([^"]+)"\s*$', re.M)
+
+
+def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """The contract links a notebook as `../notebooks/NN-name.ipynb`, relative to `contract/`
+    (right on GitHub and in an editor). `docs/contract.md` includes it whole, so the include
+    is done here, with those links made relative to `docs/` (the snippets extension still
+    includes the evidence tables the contract itself includes)."""
+    if page.file.src_uri != CONTRACT_PAGE:
+        return markdown
+
+    def include(match: re.Match[str]) -> str:
+        text = (ROOT / match.group(1)).read_text(encoding="utf-8")
+        return text.replace(f"](../{NOTEBOOKS_DIR}/", f"]({NOTEBOOKS_DIR}/")
+
+    return _SNIPPET.sub(include, markdown)
+
+
 def on_page_content(html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     if page.file.src_uri.endswith(".ipynb"):
         for block in _NB_REMOTE_BLOCKS:
             html_text = block.sub("", html_text)
+        html_text = _NOTEBOOK_LINK.sub(
+            lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', html_text
+        )
+        html_text = _DOCS_LINK.sub(
+            lambda m: f'href="../{m.group(1)}.html{m.group(2) or ""}"', html_text
+        )
     if page.file.src_uri == CONTRACT_PAGE:
         html_text = _CLAUSE_HEADING.sub(_clause_heading, html_text)
         if page.present_anchor_ids is not None:  # so links to #sg-… validate like any anchor

@@ -56,6 +56,15 @@ INSTALL_HINT = (
 REQUIRE_BROWSER = "SESSIONGEN_REQUIRE_BROWSER"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 BUILD_TIMEOUT = 120.0
+# One decision record per question of docs/questions.md, in its order.
+DECISIONS = (
+    "purpose",
+    "tools-policy",
+    "preparation-parity",
+    "return-shape",
+    "failure-modes",
+    "warming",
+)
 PAGE_TIMEOUT_MS = 15_000
 
 
@@ -121,8 +130,8 @@ def base_url(site: BuiltSite) -> Iterator[str]:
 
 def test_site_builds_strict(site: BuiltSite) -> None:
     """Every nav page is built; strict mode already turned any warning into a failure."""
-    pages = ("index", "contract", "emulator", "errors", "notebooks", "benchmarks")
-    for page in (*pages, "traceability", "api"):
+    pages = ("index", "contract", "emulator", "errors", "notebooks", "benchmarks", "questions")
+    for page in (*pages, "traceability", "api", *(f"decisions/{d}" for d in DECISIONS)):
         assert (site.root / f"{page}.html").is_file(), f"{page}.html was not built"
     assert "WARNING" not in site.output
 
@@ -199,6 +208,54 @@ def test_notebooks_are_rendered_with_their_outputs(site: BuiltSite) -> None:
         assert html.count('src="data:image/png;base64,') >= pngs, notebook.name
     figures = (site.root / "notebooks" / "03-cache-ttl-warming.html").read_text("utf-8")
     assert "data:image/png;base64," in figures, "notebook 03's figures are not rendered"
+
+
+def test_each_question_has_a_decision_record_with_figures_and_tests(site: BuiltSite) -> None:
+    """A reviewer answers each of the six questions from the site alone: the Questions page
+    links each to its decision record, and each record links back to its question, shows at
+    least one figure (a file of the site, extracted from a notebook), links a notebook
+    section and the traceability rows that list the clause's tests, and names the clauses it
+    decides (linked to the contract)."""
+    questions = (site.root / "questions.html").read_text(encoding="utf-8")
+    anchors = re.findall(r'id="(q\d-[a-z-]+)"', questions)
+    assert len(anchors) == len(DECISIONS) == 6, anchors
+    for anchor, name in zip(anchors, DECISIONS, strict=True):
+        assert f'href="decisions/{name}.html"' in questions, name
+        page = (site.root / "decisions" / f"{name}.html").read_text(encoding="utf-8")
+        assert f'href="../questions.html#{anchor}"' in page, f"{name}: no link to its question"
+        for section in ("Options", "Evidence", "Decision", "Consequences"):
+            assert re.search(rf"<h2[^>]*>{section}", page), f"{name}: no {section} section"
+        figures = re.findall(r'<img[^>]*src="\.\./(figures/[^"]+\.png)"', page)
+        assert figures, f"{name}: no figure"
+        for figure in figures:
+            assert (site.root / figure).is_file(), f"{name}: {figure} was not built"
+        assert re.search(r'href="\.\./notebooks/\d\d-[\w-]+\.html#', page), name
+        assert re.search(r'href="\.\./traceability\.html#trace-sg-', page), name
+        assert 'class="sg-clause-ref"' in page, f"{name}: names no clause"
+    trace = (site.root / "traceability.html").read_text(encoding="utf-8")
+    for clause in _clauses():
+        assert f'id="trace-{clause.anchor}"' in trace, clause.id
+
+
+def test_notebooks_open_with_the_question_and_end_with_the_answer() -> None:
+    """Numbered without gaps; each opens with its question, and its last section is the
+    answer, in markdown, with no code after it; questions cite docs/questions.md, never a
+    document outside the repository."""
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    numbers = [int(p.name[:2]) for p in notebooks]
+    assert numbers == list(range(len(numbers))), numbers
+    for path in notebooks:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        first = "".join(cells[0]["source"])
+        assert cells[0]["cell_type"] == "markdown" and "**Question" in first, path.name
+        text = "\n".join("".join(c["source"]) for c in cells)
+        headings = re.findall(r"^## (.+)$", text, flags=re.M)
+        assert headings and "Answer" in headings[-1], (
+            f"{path.name}: the last section is not an answer"
+        )
+        assert cells[-1]["cell_type"] == "markdown", f"{path.name} ends with code"
+        assert "seed issue" not in text.lower(), f"{path.name} cites the seed issue"
+        assert "../docs/questions.md" in text, f"{path.name} does not link its question"
 
 
 def test_api_page_documents_the_public_surface(site: BuiltSite) -> None:

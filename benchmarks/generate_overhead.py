@@ -5,6 +5,9 @@ For sessions of growing history, time (median of repeats) and peak memory of:
   generate         engine.generate against an instant in-process LLM client (test double)
 and report the ratio generate / (select+prepare) and the log-log slope of each against
 history length. Run: uv run python benchmarks/generate_overhead.py
+
+`run(quick=False)` returns the figures `sessiongen bench` reports (informational: the
+targeted ratio, at 100 to 10,000 messages, is benchmarks/engine_scale.py's).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from sessiongen.testing import ScriptedLLMClient, ScriptedReply
 
 SIZES = (10, 50, 200, 800)
 REPEATS = 30
+QUICK_SIZES = (10, 200)
+QUICK_REPEATS = 5
 
 
 class InstantLLM:
@@ -86,11 +91,15 @@ def slope(xs: list[float], ys: list[float]) -> float:
     )
 
 
-async def main() -> None:
-    rows = []
+Row = tuple[int, float, float, int]  # history messages, select+prepare s, generate s, peak B
+
+
+async def measure(sizes: tuple[int, ...] = SIZES, repeats: int = REPEATS) -> list[Row]:
+    """One row per size: history length, the two medians (seconds) and generate's peak."""
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory() as scratch:
         workspace = write_workspace(Path(scratch))
-        for size in SIZES:
+        for size in sizes:
             engine, sid = await build_session(size, workspace)
             history = len(engine.select(sid).history)
 
@@ -100,13 +109,34 @@ async def main() -> None:
             async def generate(engine: SessionEngine = engine, sid: str = sid) -> None:
                 await engine.generate(sid, "Recap in one sentence.")
 
-            prep = median_seconds(prepare_only)
-            gen = await amedian_seconds(generate)
+            prep = median_seconds(prepare_only, repeats)
+            gen = await amedian_seconds(generate, repeats)
             tracemalloc.start()
             await generate()
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             rows.append((history, prep, gen, peak))
+    return rows
+
+
+def run(quick: bool = False) -> dict[str, float]:
+    """The figures for `sessiongen bench`: the ratio and medians at the largest size (800
+    messages; 200 with `quick`), and the log-log slopes against history length."""
+    sizes, repeats = (QUICK_SIZES, QUICK_REPEATS) if quick else (SIZES, REPEATS)
+    rows = asyncio.run(measure(sizes, repeats))
+    hs = [float(r[0]) for r in rows]
+    _, prep, gen, _ = rows[-1]
+    return {
+        "ratio_largest": gen / prep,
+        "prepare_ms_largest": prep * 1e3,
+        "generate_ms_largest": gen * 1e3,
+        "slope_prepare": slope(hs, [r[1] for r in rows]),
+        "slope_generate": slope(hs, [r[2] for r in rows]),
+    }
+
+
+async def main() -> None:
+    rows = await measure()
     print(
         f"{'history':>8} {'select+prepare (ms)':>20} {'generate (ms)':>14} {'ratio':>6} {'peak KiB':>9}"
     )

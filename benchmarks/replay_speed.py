@@ -15,6 +15,10 @@
 
 Run: uv run python benchmarks/replay_speed.py [--sample 200] [--repeats 3] [--no-table]
 Without the Mooncake file (../shared/data/mooncake) it says so and uses a generated trace.
+
+`run(quick=False)` returns the speed figures for `sessiongen bench` (no table): the SDK's CPU
+milliseconds a call, the slowest policy's replay microseconds a call, and the smallest
+speed-up over the SDK; `quick` replays 60 generated sessions, a 20-request SDK sample, once.
 """
 
 from __future__ import annotations
@@ -46,10 +50,10 @@ MODEL = "claude-sonnet-4-6"
 MOONCAKE = shared_mooncake_dir() / "conversation_trace_first_half.jsonl"
 
 
-def load() -> Trace:
+def load(echo: Callable[[str], None] = print) -> Trace:
     if MOONCAKE.exists():
         return load_trace(MOONCAKE, "mooncake")
-    print(f"{MOONCAKE} is absent: using a generated trace of 600 sessions instead")
+    echo(f"{MOONCAKE} is absent: using a generated trace of 600 sessions instead")
     return generate_sessions(600, seed=1)
 
 
@@ -63,7 +67,9 @@ def best_of(repeats: int, run: Callable[[], ReplayResult]) -> tuple[float, Repla
     return best, result
 
 
-async def through_sdk(trace: Trace, policy: policies.Policy) -> tuple[float, ReplayResult]:
+async def through_sdk(
+    trace: Trace, policy: policies.Policy, echo: Callable[[str], None] = print
+) -> tuple[float, ReplayResult]:
     state = EmulatorState()
     app = create_app(state)
     url = "http://emulator"
@@ -82,7 +88,7 @@ async def through_sdk(trace: Trace, policy: policies.Policy) -> tuple[float, Rep
             trace, policy, client, set_clock=set_clock, script_output=script_output, model=MODEL
         )
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        print(f"SDK sample: {wall:.2f} s wall, {cpu:.2f} s CPU (client and emulator both)")
+        echo(f"SDK sample: {wall:.2f} s wall, {cpu:.2f} s CPU (client and emulator both)")
         return cpu, result
 
 
@@ -90,30 +96,56 @@ def calls(result: ReplayResult) -> int:
     return result.requests + result.pings
 
 
-def speed(prepared: PreparedTrace, sample: int, repeats: int) -> None:
+def speed(
+    prepared: PreparedTrace, sample: int, repeats: int, echo: Callable[[str], None] = print
+) -> tuple[float, list[tuple[str, float, int]]]:
+    """SDK seconds a call, then each policy's (name, best replay seconds, calls)."""
     trace = prepared.trace
     head = Trace(trace.name + f"[:{sample}]", trace.requests[:sample])
     sdk_policy = policies.aider(1)
-    sdk_seconds, sdk = asyncio.run(through_sdk(head, sdk_policy))
+    sdk_seconds, sdk = asyncio.run(through_sdk(head, sdk_policy, echo))
     mine = replay(head, sdk_policy, model=MODEL, keep_usage=True)
     assert mine.usages == sdk.usages, "request usage differs from the emulator's"
     assert mine.ping_usages == sdk.ping_usages, "ping usage differs from the emulator's"
     assert mine == sdk
     per_sdk = sdk_seconds / calls(sdk)
-    print(
+    echo(
         f"SDK -> in-process emulator: {calls(sdk)} calls ({sdk.requests} requests, {sdk.pings} "
         f"pings) of the first {sample} requests in {sdk_seconds:.2f} s = {per_sdk * 1e3:.2f} ms "
         "a call; usage identical to the replay's, call by call"
     )
-    print(f"\nreplay of {trace.name}: {len(trace.requests)} requests, best of {repeats} (CPU)")
-    print(f"{'policy':24s} {'ms':>8s} {'calls':>7s} {'us/call':>8s} {'x SDK':>8s}")
+    echo(f"\nreplay of {trace.name}: {len(trace.requests)} requests, best of {repeats} (CPU)")
+    echo(f"{'policy':24s} {'ms':>8s} {'calls':>7s} {'us/call':>8s} {'x SDK':>8s}")
+    rows = []
     for policy in [*policies.reference_policies(MODEL), policies.GapOracle(trace, model=MODEL)]:
         seconds, result = best_of(repeats, lambda p=policy: replay(prepared, p, model=MODEL))
         per_call = seconds / calls(result)
-        print(
+        rows.append((policy.name, seconds, calls(result)))
+        echo(
             f"{policy.name:24s} {seconds * 1e3:8.1f} {calls(result):7d} {per_call * 1e6:8.1f} "
             f"{per_sdk / per_call:8.0f}"
         )
+    return per_sdk, rows
+
+
+def run(quick: bool = False, sample: int = 200, repeats: int = 3) -> dict[str, float]:
+    """The speed figures, silently: the Mooncake first half (or the generated fallback)."""
+
+    def quiet(line: str) -> None:
+        pass
+
+    if quick:
+        trace, sample, repeats = generate_sessions(60, seed=1), 20, 1
+    else:
+        trace = load(quiet)
+    per_sdk, rows = speed(prepare(trace), sample, repeats, quiet)
+    per_call = [seconds / count for _, seconds, count in rows]
+    return {
+        "requests": float(len(trace.requests)),
+        "sdk_ms_per_call": per_sdk * 1e3,
+        "replay_us_per_call_max": max(per_call) * 1e6,
+        "speedup_min": per_sdk / max(per_call),
+    }
 
 
 def table(prepared: PreparedTrace) -> None:

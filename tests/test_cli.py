@@ -130,3 +130,25 @@ def test_serve_refuses_a_port_out_of_range_before_binding() -> None:
 
     with pytest.raises(ValueError, match="1 to 65535"):
         serve(port=70000)
+
+
+@pytest.mark.parametrize("capacity", ["-1", "many", "1.5"])
+def test_a_bad_log_capacity_is_a_one_line_usage_error(capacity: str) -> None:
+    result = _cli("emulator", "--log-capacity", capacity)
+    line = _one_line_error(result)
+    assert result.returncode == 2 and result.stdout == ""
+    assert line.startswith("sessiongen emulator: error: argument --log-capacity:")
+
+
+def test_the_log_capacity_reaches_the_emulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--log-capacity N` bounds the served emulator's log; 0 keeps every request."""
+    from sessiongen import cli, emulator
+
+    seen: list[int | None] = []
+    monkeypatch.setattr(
+        emulator, "serve", lambda **kw: seen.append(kw["state"].log_status()["capacity"])
+    )
+    assert cli.main(["emulator", "--log-capacity", "50"]) == 0
+    assert cli.main(["emulator", "--log-capacity", "0"]) == 0
+    assert cli.main(["emulator"]) == 0
+    assert seen == [50, None, 10_000]

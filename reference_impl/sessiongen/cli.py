@@ -1,6 +1,7 @@
 """The `sessiongen` command: `demo` runs the main job, `serve` serves sessions over HTTP,
 `emulator` serves the emulator, `experiment warming` replays warming policies over a trace
-and writes tables and plots."""
+and writes tables and plots, `bench` runs the benchmarks and writes bench.json, `workbench`
+runs every notebook, regenerates the contract's evidence and builds the docs site."""
 
 from __future__ import annotations
 
@@ -46,6 +47,17 @@ def port(text: str) -> int:
             f"must be a port from {PORTS.start} to {PORTS.stop - 1}, got {text!r}"
         )
     return number
+
+
+def log_capacity(text: str) -> int | None:
+    """An argparse type: how many requests the emulator's log keeps; 0 means all of them."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 for no limit, got {text!r}")
+    return number or None
 
 
 def session_count(text: str) -> int:
@@ -151,6 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"/v1/messages still accepts any SDK key (default: ${EMULATOR_TOKEN_ENV}; prefer it, "
         "a command line is visible to other users)",
     )
+    emulator.add_argument(
+        "--log-capacity",
+        type=log_capacity,
+        default=10_000,
+        help="requests the log keeps, oldest dropped first and counted (default 10000; "
+        "0 keeps every request)",
+    )
 
     experiment = commands.add_parser(
         "experiment", help="run an experiment and write its tables and plots"
@@ -178,7 +197,117 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, required=True, metavar="DIR", help="where to write (created)"
     )
 
+    bench = commands.add_parser(
+        "bench",
+        help="run the benchmarks, print their figures against their targets, write bench.json",
+        description="Run the benchmark scripts of this checkout's benchmarks/ directory (each "
+        "a registered entry of sessiongen._bench), print a table of every figure against its "
+        "target, and write the record (figures, machine, commit) as JSON. One to two minutes.",
+    )
+    bench.add_argument(
+        "--quick", action="store_true", help="smaller runs (for tests; figures not comparable)"
+    )
+    bench.add_argument(
+        "--out", type=Path, metavar="FILE", help="the JSON record to write (default bench.json)"
+    )
+    bench.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        choices=(  # _bench.NAMES, unimported
+            "engine_scale",
+            "emulator_scale",
+            "generate_overhead",
+            "emulator_throughput",
+            "replay_speed",
+        ),
+        help="run only this benchmark (repeatable): engine_scale, emulator_scale, "
+        "generate_overhead, emulator_throughput, replay_speed",
+    )
+    bench.add_argument(
+        "--docs",
+        type=Path,
+        metavar="PAGE",
+        help="also rewrite the generated section of this docs page (docs/benchmarks.md)",
+    )
+    bench.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        metavar="FILE",
+        help="with --docs: render this record (benchmarks/bench.json) instead of running",
+    )
+
+    workbench = commands.add_parser(
+        "workbench",
+        help="run every notebook, regenerate the contract's evidence, build (and serve) the site",
+        description="Execute every notebook against the embedded emulator and store the fresh "
+        "outputs, regenerate the evidence tables the contract includes, and build the site "
+        "(contract, traceability, decision records, plan, notebooks, API reference) into "
+        "site/. A failure exits 1 naming the notebook and the cell (counted from 1).",
+    )
+    workbench.add_argument(
+        "notebooks",
+        nargs="*",
+        type=Path,
+        metavar="NOTEBOOK",
+        help="run only these notebooks (default: every notebook in notebooks/)",
+    )
+    workbench.add_argument(
+        "--skip-notebooks",
+        action="store_true",
+        help="do not execute the notebooks: the site shows their stored outputs",
+    )
+    workbench.add_argument(
+        "--skip-evidence", action="store_true", help="do not measure the evidence tables again"
+    )
+    workbench.add_argument(
+        "--check",
+        action="store_true",
+        help="execute and measure, but write neither notebooks nor evidence back",
+    )
+    workbench.add_argument(
+        "--site-dir", type=Path, metavar="DIR", help="where to build the site (default: site/)"
+    )
+    workbench.add_argument(
+        "--serve",
+        action="store_true",
+        help="then serve the site on 127.0.0.1 and rebuild it when the contract, the plan, "
+        "the notebooks or the docs change (Ctrl-C stops)",
+    )
+    workbench.add_argument(
+        "--port", type=port, default=8000, help="the port --serve listens on (default 8000)"
+    )
+
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        from . import _bench
+
+        if args.source is not None and args.docs is None:
+            bench.error("argument --from: only with --docs")
+        if args.source is not None and (args.quick or args.only or args.out is not None):
+            bench.error("argument --from: renders a record, so not with --quick, --only or --out")
+        return _bench.main(
+            quick=args.quick,
+            out=args.out if args.out is not None else Path("bench.json"),
+            only=args.only,
+            docs=args.docs,
+            source=args.source,
+        )
+    if args.command == "workbench":
+        from . import _workbench as workbench_
+
+        if args.skip_notebooks and args.notebooks:
+            workbench.error("argument --skip-notebooks: not with NOTEBOOK arguments")
+        return workbench_.main(
+            notebooks=args.notebooks,
+            skip_notebooks=args.skip_notebooks,
+            skip_evidence=args.skip_evidence,
+            check=args.check,
+            site_dir=args.site_dir,
+            serve=args.serve,
+            port=args.port,
+        )
     if args.command == "experiment":
         if args.trace is not None and args.format is None:
             warming.error(f"argument --format: required with --trace ({', '.join(FORMATS)})")
@@ -200,17 +329,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.token == "":
         emulator.error("argument --token: must not be empty")
     token = args.token if args.token is not None else os.environ.get(EMULATOR_TOKEN_ENV) or None
-    return _emulator(emulator, args.host, args.port, token)
+    return _emulator(emulator, args.host, args.port, token, args.log_capacity)
 
 
-def _emulator(parser: _Parser, host: str, port: int, token: str | None) -> int:
+def _emulator(
+    parser: _Parser, host: str, port: int, token: str | None, capacity: int | None
+) -> int:
     """`sessiongen emulator`: an unprotected public bind is refused (exit 2) before anything
     is bound, a host that cannot be bound is exit 1, then serve until interrupted."""
     from ._bind import InsecureBind
-    from .emulator import serve
+    from .emulator import EmulatorState, serve
 
     try:
-        serve(host=host, port=port, token=token)
+        serve(host=host, port=port, state=EmulatorState(log_capacity=capacity), token=token)
     except InsecureBind as exc:
         parser.error(str(exc))
     except OSError as exc:  # serve checks the address before it serves, so this is binding

@@ -450,6 +450,8 @@ def decide_tools_policy(rows: list[ProviderPolicyRow]) -> list[ProviderDecision]
         candidates = [
             r for r in mine.values() if r.accepted and not r.violations and not r.tools_executed
         ]
+        if not candidates:
+            raise ValueError(f"{provider}: no accepted policy keeps parity without executing tools")
         default = max(candidates, key=lambda r: (r.prefix_hit, -ord(r.policy)))
         text_only = [
             r

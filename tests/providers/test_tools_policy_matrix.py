@@ -139,9 +139,10 @@ def test_execute_once_sends_the_default_request_and_runs_the_call(
 def test_the_default_never_violates_parity_nor_executes_tools(
     matrix: dict[tuple[str, str], ProviderPolicyRow],
 ) -> None:
-    """The rule, not the data: were A to break parity, the decision would skip it, and skip D
-    (it executes the call) even though both read the whole prefix."""
+    """The rule, not the data: were A to break parity, no policy would qualify on Anthropic
+    (C changes the tool choice, D executes the call although it reads the whole prefix),
+    and the decision says so instead of picking one."""
     rows = [r for (p, _), r in matrix.items() if p == "anthropic"]
     broken = [dataclasses.replace(r, violations=("tools",)) if r.policy == "A" else r for r in rows]
-    (decision,) = decide_tools_policy(broken)
-    assert decision.default == "C"
+    with pytest.raises(ValueError, match="anthropic: no accepted policy keeps parity"):
+        decide_tools_policy(broken)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ._instructions import AssembledInstructions, assemble, resolve
 from ._store import SessionStore
-from ._transcript import active_history
+from ._transcript import ActiveRange, active_range
 from .errors import AgentNotFound
-from .model import Agent, Message, PendingInput, Session
+from .model import Agent, AssistantMessage, Message, PendingInput, Session
 from .tools import Tool, ToolRegistry
+
+ACTIVE_RANGES = 128
+"""How many sessions' active ranges a context keeps."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,27 @@ class SessionContext:
         self.store = store
         self.agents = agents
         self.tools = tools
+        # Each session's last active range: the next one looks only at changed messages.
+        self._ranges: OrderedDict[str, ActiveRange] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _active_range(self, session_id: str, messages: tuple[Message, ...]) -> ActiveRange:
+        previous = self._ranges.get(session_id)
+        if previous is not None and previous.messages is messages:
+            return previous
+        current = active_range(messages) if previous is None else previous.advance(messages)
+        with self._lock:
+            self._ranges[session_id] = current
+            self._ranges.move_to_end(session_id)
+            while len(self._ranges) > ACTIVE_RANGES:
+                self._ranges.popitem(last=False)
+        return current
+
+    def unsettled(self, session_id: str) -> tuple[AssistantMessage, ...]:
+        """The session's assistant messages that are not settled, in order (read now)."""
+        messages = self.store.read(session_id).messages
+        found = (messages[i] for i in self._active_range(session_id, messages).unsettled)
+        return tuple(m for m in found if isinstance(m, AssistantMessage))
 
     def select(self, session_id: str) -> Snapshot:
         record = self.store.read(session_id)
@@ -50,7 +76,7 @@ class SessionContext:
             agent=agent,
             tools=self.tools.permitted(agent.tools),
             instructions=assemble(sources, record.instructions),
-            history=active_history(record.messages),
+            history=self._active_range(session_id, record.messages).history,
             revision=record.session.revision,
             pending=record.pending,
         )

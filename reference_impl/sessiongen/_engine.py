@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ._admission import admission_events
+from ._admission import admission_events, validate_prompt
 from ._context import SessionContext, Snapshot
 from ._generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
 from ._request import RequestHook, SessionModelRequest
 from ._runner import DrainResult, SessionRunner
 from ._store import SessionStore
-from .cache.catalog import is_known_model, list_models
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .errors import AgentNotFound, InvalidArgument
 from .llm.client import LLMClient
 from .model import Agent, Session
 from .tools import ToolRegistry
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class SessionEngine:
@@ -73,16 +76,30 @@ class SessionEngine:
         """Admission: the prompt becomes a pending input. Returns the new revision."""
         return self.store.append(session_id, lambda revision: admission_events(text, revision))
 
+    def lease(self, session_id: str) -> AbstractContextManager[None]:
+        """The session's drain lease, held for a `with` block (see `SessionRunner.leased`):
+        `SessionBusy` when another live process is draining the session. Re-entrant, so a
+        turn can hold it around its admission and its Drain."""
+        return self.runner.leased(session_id)
+
     async def drain(self, session_id: str) -> DrainResult:
-        """Run the Drain; one at a time per session."""
+        """Run the Drain; one at a time per session in this engine, and, through the
+        session's drain lease in the store, across processes sharing the store file: a
+        session another live process is draining raises `SessionBusy`, nothing written."""
+        import asyncio  # imported with the first drain, not with the package
+
         lock = self._drains.setdefault(session_id, asyncio.Lock())
         async with lock:
             return await self.runner.drain(session_id)
 
     async def run(self, session_id: str, text: str) -> DrainResult:
-        """A durable turn: admit, then drain."""
-        self.prompt(session_id, text)
-        return await self.drain(session_id)
+        """A durable turn: admit, then drain, under the session's drain lease taken before
+        the admission, so a session another live process is draining refuses the turn with
+        `SessionBusy` and nothing admitted."""
+        validate_prompt(text)  # a caller mistake is reported before a busy session
+        with self.lease(session_id):
+            self.prompt(session_id, text)
+            return await self.drain(session_id)
 
     def drain_in_flight(self, session_id: str) -> bool:
         """Whether this engine is running a Drain of the session right now."""
@@ -110,6 +127,8 @@ class SessionEngine:
 def _check_model(agent: Agent) -> None:
     """The engine needs each model's facts (its context window) from the model catalog, so an
     uncatalogued model is refused when the engine is built, not at its first overflow check."""
+    from .cache.catalog import is_known_model, list_models  # imported when an engine is built
+
     if not is_known_model(agent.model.id):
         known = ", ".join(info.id for info in list_models())
         raise InvalidArgument(

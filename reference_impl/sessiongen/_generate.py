@@ -15,6 +15,8 @@ from enum import StrEnum
 from functools import partial
 from pathlib import Path
 
+from pydantic import ConfigDict
+
 from ._admission import validate_prompt
 from ._compaction import check_fits
 from ._context import SessionContext
@@ -62,6 +64,8 @@ DEFAULT_TOOLS_POLICY = ToolsPolicy.DEFINITIONS
 class ToolResult(FrozenModel):
     """The result of one tool call that a transient call ran (see `GenerateResult`)."""
 
+    model_config = ConfigDict(defer_build=True)  # built at first use, not at import
+
     call_id: str
     text: str
     is_error: bool = False
@@ -70,6 +74,8 @@ class ToolResult(FrozenModel):
 class GenerateResult(FrozenModel):
     """What one transient call returns. `revision` is the snapshot's: a caller can tell a
     stale result (the Session moved on) and a warming caller can check its cache read."""
+
+    model_config = ConfigDict(defer_build=True)
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()

@@ -10,18 +10,66 @@ Hooks see the request as it will be sent, except for the breakpoints.
 
 from __future__ import annotations
 
+import operator
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ._context import Snapshot
-from ._transcript import to_llm_messages
-from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy, block_count
-from .llm.types import LLMRequest, SystemPart, ToolChoice
+from ._transcript import join_llm_messages, to_llm_messages
+from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy, block_count, remember_block_count
+from .llm.types import LLMMessage, LLMRequest, SystemPart, ToolChoice
 from .model import Message
 
 Operation = Literal["step", "generate", "compaction"]
 RequestShape = Callable[[LLMRequest], LLMRequest]
+LOWERING_CACHE_SIZE = 64
+"""How many sessions' lowered histories one preparation keeps."""
+
+
+@dataclass(frozen=True)
+class _Lowered:
+    history: tuple[Message, ...]
+    messages: tuple[LLMMessage, ...]
+    blocks: int
+    """How many content blocks `messages` hold (a merge at the seam moves none)."""
+
+
+class _LoweringCache:
+    """Each session's last active history with its provider messages.
+
+    A later history that starts with the same message objects (the store hands out the
+    same immutable messages until one changes) is lowered by converting only what follows;
+    anything else is converted whole. Identity, not equality, decides, so a changed message
+    can never be served from here."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, _Lowered] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def lower(self, key: str, history: tuple[Message, ...]) -> _Lowered:
+        entry = self._entries.get(key)
+        if entry is not None and entry.history is history:
+            return entry
+        if entry is not None and _starts_with(history, entry.history):
+            more = to_llm_messages(history[len(entry.history) :])
+            messages = join_llm_messages(entry.messages, more)
+            lowered = _Lowered(history, messages, entry.blocks + block_count(more))
+        else:
+            messages = to_llm_messages(history)
+            lowered = _Lowered(history, messages, block_count(messages))
+        with self._lock:
+            self._entries[key] = lowered
+            self._entries.move_to_end(key)
+            while len(self._entries) > LOWERING_CACHE_SIZE:
+                self._entries.popitem(last=False)
+        return lowered
+
+
+def _starts_with(history: tuple[Message, ...], prefix: tuple[Message, ...]) -> bool:
+    return len(prefix) <= len(history) and all(map(operator.is_, prefix, history))
 
 
 @dataclass(frozen=True)
@@ -61,6 +109,14 @@ class SessionModelRequest:
 
     hooks: Sequence[RequestHook] = ()
     cache_policy: CachePolicy = field(default=DEFAULT_CACHE_POLICY)
+    _lowering: _LoweringCache = field(
+        default_factory=_LoweringCache, init=False, repr=False, compare=False
+    )
+
+    def lower_history(self, snapshot: Snapshot) -> tuple[LLMMessage, ...]:
+        """`to_llm_messages(snapshot.history)`, converting only what is new since the
+        session's previous snapshot."""
+        return self._lowering.lower(snapshot.session.id, snapshot.history).messages
 
     def build(
         self,
@@ -76,10 +132,13 @@ class SessionModelRequest:
             SystemPart(text=text) for text in (agent.system, snapshot.instructions.baseline) if text
         )
         last_step = operation == "step" and step is not None and step >= agent.steps
-        return LLMRequest(
+        history = self._lowering.lower(snapshot.session.id, snapshot.history)
+        more = to_llm_messages(transient)
+        messages = join_llm_messages(history.messages, more)
+        remember_block_count(messages, history.blocks + block_count(more))
+        request = LLMRequest(
             model=agent.model.id,
             system=system,
-            messages=to_llm_messages((*snapshot.history, *transient)),
             tools=tuple(tool.definition() for tool in snapshot.tools),
             tool_choice=ToolChoice(type="none") if last_step and snapshot.tools else None,
             max_output_tokens=agent.max_output_tokens,
@@ -87,6 +146,8 @@ class SessionModelRequest:
             headers=session_headers(snapshot),
             provider_options=dict(agent.provider_options),
         )
+        # The messages are LLMMessages built here: set, not validated one by one again.
+        return request.model_copy(update={"messages": messages})
 
     def prepare(
         self,
@@ -125,5 +186,5 @@ class SessionModelRequest:
             request = hook(request, info)
         anchor = None
         if warming:
-            anchor = block_count(to_llm_messages(snapshot.history)) - 1
+            anchor = self._lowering.lower(snapshot.session.id, snapshot.history).blocks - 1
         return self.cache_policy(request, anchor=anchor, ttl=snapshot.agent.cache_ttl)

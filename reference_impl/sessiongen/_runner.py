@@ -1,8 +1,17 @@
 """The Drain: promote -> select -> compact if required -> prepare -> attempt -> settle,
-continuing while the model calls tools, up to the agent's step limit. Orchestration only."""
+continuing while the model calls tools, up to the agent's step limit. Orchestration only.
+
+A Drain holds the session's drain lease in the store (`SessionStore.acquire_drain_lease`)
+from before its recovery to its end, error and cancellation included, so processes sharing
+one store file never drain a session at once: a Drain of a session another live process is
+draining raises `SessionBusy` before it writes anything. Recovery runs under the lease too,
+so it only interrupts Steps no live process is running.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -13,10 +22,10 @@ from ._instructions import commit_event
 from ._request import SessionModelRequest
 from ._settlement import execute_tools, settle_stream
 from ._store import SessionStore
+from .errors import SessionBusy
 from .llm.client import LLMClient
 from .llm.types import FinishReason, Usage
 from .model import (
-    AssistantMessage,
     Event,
     StepInterrupted,
     StepStarted,
@@ -46,10 +55,32 @@ class SessionRunner:
     preparation: SessionModelRequest
     tools: ToolRegistry
 
+    @contextmanager
+    def leased(self, session_id: str) -> Iterator[None]:
+        """Hold the session's drain lease for the block, released when it ends however it
+        ends. Raises `SessionBusy` (before the block runs) when another live process holds
+        it; re-entrant within this store."""
+        self.store.acquire_drain_lease(session_id)
+        try:
+            yield
+        finally:
+            self.store.release_drain_lease(session_id)
+
     def recover(self, session_id: str) -> int:
-        """Mark Steps left unsettled by a dead process as interrupted; returns how many."""
-        record = self.store.read(session_id)
-        stale = [m for m in record.messages if isinstance(m, AssistantMessage) and not m.settled]
+        """Mark Steps left unsettled by a dead process as interrupted; returns how many.
+
+        Only under the session's drain lease: when another live process holds it, its Drain
+        is running the unsettled Step, so nothing is marked (0). A lease left by a dead
+        process is taken over."""
+        try:
+            with self.leased(session_id):
+                return self._recover(session_id)
+        except SessionBusy:
+            return 0
+
+    def _recover(self, session_id: str) -> int:
+        """`recover` for a caller holding the lease."""
+        stale = self.context.unsettled(session_id)
         if stale:
             self.store.append(
                 session_id,
@@ -69,7 +100,14 @@ class SessionRunner:
         return True
 
     async def drain(self, session_id: str) -> DrainResult:
-        self.recover(session_id)
+        """Recover, then run Steps until the model stops calling tools or the agent's step
+        limit; all of it under the session's drain lease (`SessionBusy` when another live
+        process holds it, with nothing written)."""
+        with self.leased(session_id):
+            return await self._drain(session_id)
+
+    async def _drain(self, session_id: str) -> DrainResult:
+        self._recover(session_id)
         usage = Usage()
         finish: FinishReason | None = None
         step = 0

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ._store import SessionStore
 from .errors import ContextOverflow, ProviderError, ProviderStreamInterrupted
-from .llm.client import StreamFold
+from .llm.client import StreamFold, closing
 from .llm.types import FinishReason, StreamEvent, ToolCall, Usage
 from .model import (
     Part,
@@ -53,20 +53,23 @@ def _parts(fold: StreamFold, *, with_calls: bool = True) -> tuple[Part, ...]:
 async def settle_stream(
     store: SessionStore, session_id: str, message_id: str, events: AsyncIterator[StreamEvent]
 ) -> Settled:
-    """Consume the stream; one transaction settles it, or marks it interrupted and re-raises."""
+    """Consume the stream; one transaction settles it, or marks it interrupted and re-raises.
+
+    The stream is closed whichever way this ends (settled, interrupted, cancelled)."""
     fold = StreamFold()
     try:
-        async for event in events:
-            finish = fold.feed(event)
-            if finish is not None:
-                settled = StepSettled(
-                    message_id=message_id,
-                    parts=_parts(fold),
-                    finish_reason=finish.reason,
-                    usage=fold.usage,
-                )
-                store.append(session_id, [settled])
-                return Settled(message_id, tuple(fold.calls), finish.reason, fold.usage)
+        async with closing(events):
+            async for event in events:
+                finish = fold.feed(event)
+                if finish is not None:
+                    settled = StepSettled(
+                        message_id=message_id,
+                        parts=_parts(fold),
+                        finish_reason=finish.reason,
+                        usage=fold.usage,
+                    )
+                    store.append(session_id, [settled])
+                    return Settled(message_id, tuple(fold.calls), finish.reason, fold.usage)
         raise ProviderStreamInterrupted("the provider stream ended before it finished")
     except (ProviderError, ContextOverflow) as error:
         interrupted = StepInterrupted(

@@ -5,20 +5,39 @@ events the next contiguous per-session revisions and folds each into the project
 (sessions, messages, pending inputs, instruction state, usage totals). `read(session_id)` is
 one read transaction, so a reader never sees half of a change. WAL mode lets readers run
 while a writer holds the lock.
+
+`read` keeps each session's last record (`_Snapshot`) and brings it forward by what changed
+since its revision: rows of messages created after it, and rows of messages named by a later
+event (settlement, tool results, interruptions are the only changes to an existing message).
+The revision is checked in the read transaction, so a record is never newer or older than
+the committed state that transaction sees, whichever connection or process wrote it.
+
+Drain leases (`acquire_drain_lease`): one row per session being drained, naming the store
+(`owner`), process and host that drain it, so processes sharing the file never drain one
+session at once and crash recovery never interrupts a Step a live process is running. The
+table is not an event projection: it is not in `dump()`, and `CREATE TABLE IF NOT EXISTS`
+adds it to a file an older version wrote when it is opened.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
+import threading
+import time
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from .errors import SessionExists, SessionNotFound
+from .errors import SessionBusy, SessionExists, SessionNotFound
 from .model import (
     AssistantMessage,
     CompactionCompleted,
@@ -43,8 +62,21 @@ from .model import (
 )
 
 EventBuilder = Callable[[int], Sequence[Event]]
-_EVENT = TypeAdapter[Event](Event)
-_MESSAGE = TypeAdapter[Message](Message)
+
+
+@cache
+def _event_adapter() -> TypeAdapter[Event]:
+    # Built on first use, not at import: building a union's validator takes a while.
+    return TypeAdapter[Event](Event)
+
+
+@cache
+def _message_adapter() -> TypeAdapter[Message]:
+    return TypeAdapter[Message](Message)
+
+
+SNAPSHOT_CACHE_SIZE = 128
+"""How many sessions' last records a store keeps (least recently read dropped first)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -102,6 +134,13 @@ CREATE TABLE IF NOT EXISTS deleted_sessions (
     id TEXT PRIMARY KEY,
     revision INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS drain_leases (
+    session_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    acquired_at REAL NOT NULL
+);
 """
 
 TABLES = (
@@ -114,6 +153,55 @@ TABLES = (
     "compactions",
     "deleted_sessions",
 )
+
+
+@dataclass(frozen=True)
+class DrainLease:
+    """Who is draining a session: the store (`owner`, one per `SessionStore`), its process
+    and host, and when it took the lease (seconds since the epoch; informative only)."""
+
+    session_id: str
+    owner: str
+    pid: int
+    host: str
+    acquired_at: float
+
+
+_HOST = socket.gethostname()
+_held: dict[tuple[str, str], int] = {}
+"""The leases this process's stores hold: (owner, session id) -> how many holds (the lease is
+re-entrant per store, so a turn can hold it around admission and its Drain)."""
+_held_lock = threading.Lock()
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process `pid` of this host is running (a zombie, dead but not yet reaped by
+    its parent, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):  # no procfs (not Linux): kill(pid, 0) is the answer
+        return True
+
+
+def _lease_is_live(lease: DrainLease) -> bool:
+    """Whether another holder may still be draining under `lease`: a store of this process
+    that holds it, a running process of this host, or any process of another host (which
+    cannot be checked from here). A lease whose process is dead, or one of this process
+    that no store of it holds (left by a failed release, or by a dead process whose pid this
+    one reuses), is free."""
+    if lease.host != _HOST:
+        return True
+    if lease.pid == os.getpid():
+        with _held_lock:
+            return (lease.owner, lease.session_id) in _held
+    return _pid_alive(lease.pid)
 
 
 @dataclass(frozen=True)
@@ -138,11 +226,20 @@ class SessionRecord:
     calls: int
 
 
+def load_message(data: str) -> Message:
+    """One `messages` row's JSON as a Message (validated: the file may come from elsewhere)."""
+    return _message_adapter().validate_json(data)
+
+
 class SessionStore:
     """SQLite, WAL, event-sourced. Pass a file path or ":memory:"."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
+        self._snapshots: OrderedDict[str, SessionRecord] = OrderedDict()
+        self._snapshots_lock = threading.Lock()
+        self.owner = uuid.uuid4().hex
+        """This store's name in the drain leases it takes."""
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -240,6 +337,76 @@ class SessionStore:
                 "INSERT OR REPLACE INTO deleted_sessions (id, revision) VALUES (?, ?)",
                 (session_id, int(row[0])),
             )
+        self._forget(session_id)
+
+    # --- drain leases ----------------------------------------------------------------------
+
+    def acquire_drain_lease(self, session_id: str) -> DrainLease:
+        """Take the session's drain lease for this store, in one write transaction; returns
+        it. Re-entrant: a store that holds the lease takes it again (each take needs its own
+        `release_drain_lease`). A lease left by a dead process of this host, or by this
+        process without a store of it holding it, is free and taken over. Raises
+        `SessionBusy` when a live holder has it (another process, or another store of this
+        process; a lease of another host counts as live), `SessionNotFound` for an unknown
+        session."""
+        key = (self.owner, session_id)
+        taken = False
+        try:
+            with self._transaction("IMMEDIATE") as db:
+                if not _exists(db, session_id):
+                    raise SessionNotFound(session_id)
+                row = db.execute(
+                    "SELECT owner, pid, host, acquired_at FROM drain_leases WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+                lease = None if row is None else DrainLease(session_id, *row)
+                with _held_lock:
+                    mine = key in _held
+                if lease is not None and lease.owner == self.owner and mine:
+                    with _held_lock:
+                        _held[key] += 1
+                    return lease
+                if lease is not None and lease.owner != self.owner and _lease_is_live(lease):
+                    raise SessionBusy(session_id, f"process {lease.pid} on {lease.host}")
+                lease = DrainLease(session_id, self.owner, os.getpid(), _HOST, time.time())
+                db.execute(
+                    "INSERT OR REPLACE INTO drain_leases"
+                    " (session_id, owner, pid, host, acquired_at) VALUES (?, ?, ?, ?, ?)",
+                    (session_id, lease.owner, lease.pid, lease.host, lease.acquired_at),
+                )
+                with _held_lock:  # before COMMIT: another store of this process sees it held
+                    _held[key] = _held.get(key, 0) + 1
+                taken = True
+        except BaseException:
+            if taken:  # the COMMIT failed: the lease was not taken
+                with _held_lock:
+                    _held.pop(key, None)
+            raise
+        return lease
+
+    def release_drain_lease(self, session_id: str) -> None:
+        """Give back one take of the session's drain lease; the last one deletes the row
+        (only if it is still this store's)."""
+        key = (self.owner, session_id)
+        with _held_lock:
+            holds = _held.get(key, 0) - 1
+            if holds > 0:
+                _held[key] = holds
+                return
+            _held.pop(key, None)  # first: a row this store cannot delete is stale, not held
+        with self._transaction("IMMEDIATE") as db:
+            db.execute(
+                "DELETE FROM drain_leases WHERE session_id = ? AND owner = ?",
+                (session_id, self.owner),
+            )
+
+    def drain_lease(self, session_id: str) -> DrainLease | None:
+        """The session's drain lease row as stored, live or stale, or None."""
+        row = self._db.execute(
+            "SELECT owner, pid, host, acquired_at FROM drain_leases WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else DrainLease(session_id, *row)
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -250,72 +417,57 @@ class SessionStore:
         return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY rowid")]
 
     def read(self, session_id: str) -> SessionRecord:
-        """A consistent view of one session: one read transaction."""
+        """A consistent view of one session: one read transaction.
+
+        Only what changed since the session's last read record is loaded; the record at an
+        unchanged revision is returned as is (records are immutable).
+        """
         with self._transaction("DEFERRED") as db:
             row = db.execute(
-                "SELECT agent, workspace, parent_id, root_id, revision FROM sessions WHERE id = ?",
+                "SELECT agent, workspace, parent_id, root_id, revision,"
+                " EXISTS (SELECT 1 FROM deleted_sessions WHERE id = sessions.id)"
+                " FROM sessions WHERE id = ?",
                 (session_id,),
             ).fetchone()
             if row is None:
+                self._forget(session_id)
                 raise SessionNotFound(session_id)
-            session = Session(
-                id=session_id,
-                agent=row[0],
-                workspace=row[1],
-                parent_id=row[2],
-                root_id=row[3],
-                revision=row[4],
-            )
-            rows = db.execute(
-                "SELECT data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
-            ).fetchall()
-            pending = tuple(
-                PendingInput(id=r[0], text=r[1])
-                for r in db.execute(
-                    "SELECT id, text FROM pending_inputs WHERE session_id = ? ORDER BY seq",
-                    (session_id,),
-                )
-            )
-            state_row = db.execute(
-                "SELECT initial, current FROM instruction_state WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-            usage_row = db.execute(
-                "SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_5m_tokens,"
-                " cache_write_1h_tokens, calls FROM usage_totals WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-        instructions = (
-            InstructionState(initial=json.loads(state_row[0]), current=json.loads(state_row[1]))
-            if state_row
-            else None
-        )
-        usage = (
-            Usage(
-                input_tokens=usage_row[0],
-                output_tokens=usage_row[1],
-                cache_read_tokens=usage_row[2],
-                cache_write_5m_tokens=usage_row[3],
-                cache_write_1h_tokens=usage_row[4],
-            )
-            if usage_row
-            else Usage()
-        )
-        return SessionRecord(
-            session=session,
-            messages=tuple(_MESSAGE.validate_json(r[0]) for r in rows),
-            pending=pending,
-            instructions=instructions,
-            usage=usage,
-            calls=usage_row[5] if usage_row else 0,
-        )
+            revision = int(row[4])
+            # A tombstoned id was deleted once and created again (by any connection): its
+            # revisions restarted, so a record kept for it cannot be trusted or extended.
+            reusable = not row[5]
+            cached = self._snapshots.get(session_id) if reusable else None
+            if cached is not None and cached.session.revision == revision:
+                self._remember(session_id, cached)
+                return cached
+            if cached is not None and cached.session.revision < revision:
+                messages = _changed_messages(db, session_id, cached)
+            else:
+                messages = _all_messages(db, session_id)
+            record = _record(db, session_id, row, messages)
+        if reusable and messages is not None:
+            self._remember(session_id, record)
+        else:
+            self._forget(session_id)
+        return record
+
+    def _remember(self, session_id: str, record: SessionRecord) -> None:
+        with self._snapshots_lock:
+            self._snapshots[session_id] = record
+            self._snapshots.move_to_end(session_id)
+            while len(self._snapshots) > SNAPSHOT_CACHE_SIZE:
+                self._snapshots.popitem(last=False)
+
+    def _forget(self, session_id: str) -> None:
+        with self._snapshots_lock:
+            self._snapshots.pop(session_id, None)
 
     def events(self, session_id: str) -> list[tuple[int, Event]]:
         rows = self._db.execute(
             "SELECT revision, data FROM events WHERE session_id = ? ORDER BY revision",
             (session_id,),
         ).fetchall()
-        return [(int(r[0]), _EVENT.validate_json(r[1])) for r in rows]
+        return [(int(r[0]), _event_adapter().validate_json(r[1])) for r in rows]
 
     def dump(self) -> dict[str, list[tuple[object, ...]]]:
         """Every row of every table, in a stable order: "unchanged" means an equal dump."""
@@ -324,6 +476,110 @@ class SessionStore:
                 table: [tuple(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY 1, 2")]
                 for table in TABLES
             }
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+_Messages = tuple[Message, ...]
+
+
+def _all_messages(db: sqlite3.Connection, session_id: str) -> _Messages | None:
+    """Every message of the session in order, or None if their seqs are not 1..n (then a
+    record of them cannot be extended by seq, and is not kept)."""
+    rows = db.execute(
+        "SELECT seq, data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+    ).fetchall()
+    messages = tuple(load_message(r[1]) for r in rows)
+    contiguous = all(int(r[0]) == i for i, r in enumerate(rows, start=1))
+    return messages if contiguous else None
+
+
+def _changed_messages(
+    db: sqlite3.Connection, session_id: str, cached: SessionRecord
+) -> _Messages | None:
+    """`cached.messages` brought forward to the current revision: messages created since
+    (seq beyond the cached ones) and messages named by an event after the cached revision
+    (the projector changes an existing message only for such an event)."""
+    # Two index searches (new seqs; ids the later events name), not a scan of the session.
+    rows = db.execute(
+        "SELECT seq, data FROM messages WHERE session_id = ? AND seq > ?"
+        " UNION SELECT m.seq, m.data FROM events AS e CROSS JOIN messages AS m"
+        " ON m.session_id = e.session_id AND m.id = json_extract(e.data, '$.message_id')"
+        " WHERE e.session_id = ? AND e.revision > ? ORDER BY 1",
+        (session_id, len(cached.messages), session_id, cached.session.revision),
+    ).fetchall()
+    messages = list(cached.messages)
+    for seq, data in rows:
+        index = int(seq) - 1
+        if index < len(messages):
+            messages[index] = load_message(data)
+        elif index == len(messages):
+            messages.append(load_message(data))
+        else:  # a gap: not a history this store wrote; read it whole
+            return _all_messages(db, session_id)
+    return tuple(messages)
+
+
+def _record(
+    db: sqlite3.Connection,
+    session_id: str,
+    row: tuple[object, ...],
+    messages: _Messages | None,
+) -> SessionRecord:
+    """The record of the session row `row`, read in the caller's transaction."""
+    session = Session(
+        id=session_id,
+        agent=row[0],
+        workspace=row[1],
+        parent_id=row[2],
+        root_id=row[3],
+        revision=row[4],
+    )
+    if messages is None:
+        rows = db.execute(
+            "SELECT data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+        messages = tuple(load_message(r[0]) for r in rows)
+    pending = tuple(
+        PendingInput(id=r[0], text=r[1])
+        for r in db.execute(
+            "SELECT id, text FROM pending_inputs WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        )
+    )
+    state_row = db.execute(
+        "SELECT initial, current FROM instruction_state WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    usage_row = db.execute(
+        "SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_5m_tokens,"
+        " cache_write_1h_tokens, calls FROM usage_totals WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    instructions = (
+        InstructionState(initial=json.loads(state_row[0]), current=json.loads(state_row[1]))
+        if state_row
+        else None
+    )
+    usage = (
+        Usage(
+            input_tokens=usage_row[0],
+            output_tokens=usage_row[1],
+            cache_read_tokens=usage_row[2],
+            cache_write_5m_tokens=usage_row[3],
+            cache_write_1h_tokens=usage_row[4],
+        )
+        if usage_row
+        else Usage()
+    )
+    return SessionRecord(
+        session=session,
+        messages=messages,
+        pending=pending,
+        instructions=instructions,
+        usage=usage,
+        calls=usage_row[5] if usage_row else 0,
+    )
 
 
 # --- the projector: the one place events become projections ----------------------------------
@@ -371,7 +627,7 @@ def _load_assistant(db: sqlite3.Connection, session_id: str, message_id: str) ->
     row = db.execute(
         "SELECT data FROM messages WHERE session_id = ? AND id = ?", (session_id, message_id)
     ).fetchone()
-    message = _MESSAGE.validate_json(row[0])
+    message = load_message(row[0])
     assert isinstance(message, AssistantMessage)
     return message
 

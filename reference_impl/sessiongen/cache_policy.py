@@ -13,10 +13,10 @@ Extra breakpoints add no cost: writes are billed up to the last breakpoint eithe
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Protocol
 
-from .cache.prefix import MAX_BREAKPOINTS
-from .cache.store import LOOKBACK_WINDOW
+from ._transcript import note_derived
 from .llm.types import (
     CacheMark,
     CacheTTL,
@@ -25,6 +25,8 @@ from .llm.types import (
     ReasoningContent,
     TextContent,
 )
+
+_CONTENT = attrgetter("content")
 
 
 class CachePolicy(Protocol):
@@ -39,31 +41,59 @@ class CachePolicy(Protocol):
 def _mark_block(
     messages: tuple[LLMMessage, ...], index: int, mark: CacheMark
 ) -> tuple[LLMMessage, ...]:
-    out: list[LLMMessage] = []
-    position = 0
-    for message in messages:
-        content = list(message.content)
-        for i, block in enumerate(content):
-            if position == index:
-                content[i] = block.model_copy(update={"cache": mark})
-            position += 1
-        out.append(message.model_copy(update={"content": tuple(content)}))
-    return tuple(out)
+    """`messages` with block `index` marked: only the message holding it is copied (the rest
+    are immutable and shared). Searched from the end, where breakpoints go."""
+    end = block_count(messages)
+    marked_messages = _marked(messages, index, mark, end)
+    remember_block_count(marked_messages, end)  # a mark moves no block
+    return marked_messages
+
+
+def _marked(
+    messages: tuple[LLMMessage, ...], index: int, mark: CacheMark, end: int
+) -> tuple[LLMMessage, ...]:
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        start = end - len(message.content)
+        if start <= index < end:
+            content = list(message.content)
+            content[index - start] = content[index - start].model_copy(update={"cache": mark})
+            marked = message.model_copy(update={"content": tuple(content)})
+            result = (*messages[:i], marked, *messages[i + 1 :])
+            note_derived(result, messages, (message,), (marked,), marks_only=True)
+            return result
+        end = start
+    return messages
+
+
+_last_count: tuple[tuple[LLMMessage, ...], int] = ((), 0)
+
+
+def remember_block_count(messages: tuple[LLMMessage, ...], blocks: int) -> None:
+    """Tell `block_count` the answer for `messages` (the caller built them and knows it)."""
+    global _last_count
+    _last_count = (messages, blocks)
 
 
 def block_count(messages: tuple[LLMMessage, ...]) -> int:
-    return sum(len(m.content) for m in messages)
+    """How many content blocks `messages` hold. A policy asks this of the same messages
+    several times, so the last answer is kept (for that one tuple, by identity)."""
+    last = _last_count
+    if last[0] is messages:
+        return last[1]
+    blocks = sum(map(len, map(_CONTENT, messages)))
+    remember_block_count(messages, blocks)
+    return blocks
 
 
 def previous_request_tail(messages: tuple[LLMMessage, ...]) -> int | None:
     """The block that ended the previous request: the one before the last assistant message."""
-    position = 0
-    start: int | None = None
-    for message in messages:
+    position = block_count(messages)
+    for message in reversed(messages):
+        position -= len(message.content)
         if message.role == "assistant":
-            start = position
-        position += len(message.content)
-    return None if start is None or start == 0 else start - 1
+            return None if position == 0 else position - 1
+    return None
 
 
 def _place(
@@ -75,6 +105,8 @@ def _place(
 ) -> LLMRequest:
     """Mark the last tool, then system parts, then message blocks, within the budget."""
     mark = CacheMark(ttl=ttl)
+    from .cache.prefix import MAX_BREAKPOINTS  # the cache model is imported when first needed
+
     budget = MAX_BREAKPOINTS
     tools = list(request.tools)
     if tools:
@@ -161,6 +193,8 @@ def lookback_ladder(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -
     text) moves toward the tail, which only narrows the covered span.
     """
     tail = _tail(request, anchor)
+    from .cache.store import LOOKBACK_WINDOW
+
     rung = tail - LOOKBACK_WINDOW
     while 0 <= rung < tail and not _cacheable(request.messages, rung):
         rung += 1

@@ -16,6 +16,7 @@ the mapping from exception to wire lives here and nowhere else::
     │   ├── SessionNotFound
     │   └── AgentNotFound
     ├── InstructionsInitializationBlocked 409  no baseline and a source cannot be read
+    ├── SessionBusy                       409  another process is draining the session
     ├── ContextOverflow                   413  the snapshot cannot fit the context window
     ├── ToolError                         (recorded in the transcript as a tool error)
     │   ├── UnknownTool
@@ -197,6 +198,25 @@ class InstructionsInitializationBlocked(SessiongenError):
 
     http_status = 409
     problem = "instructions-initialization-blocked"
+
+
+class SessionBusy(SessiongenError):
+    """Another live process holds the session's drain lease (it is running a Drain of the
+    session on the same store file). Raised before anything is written: a turn refused with
+    it admitted nothing. Retry once that process's turn settles."""
+
+    http_status = 409
+    problem = "session-busy"
+
+    def __init__(self, session_id: str, holder: str = "another process") -> None:
+        super().__init__(
+            f"session {session_id!r} is being drained by {holder}; nothing was admitted, "
+            "retry once that turn settles"
+        )
+        self.session_id = session_id
+
+    def _restore(self, body: Mapping[str, Any]) -> None:
+        self.session_id = _quoted_name(body)
 
 
 class ContextOverflow(SessiongenError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from .llm.types import CacheTTL, FinishReason, FrozenModel, Usage
 
@@ -37,7 +37,14 @@ __all__ = [
 ]
 
 
-class ModelRef(FrozenModel):
+class _DomainModel(FrozenModel):
+    """A FrozenModel whose validator is built when first used, not when `sessiongen` is
+    imported."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class ModelRef(_DomainModel):
     """Which model a Session's agent talks to; its facts (context window, ...) come from the
     model catalog, `sessiongen.cache.get_model(id)`."""
 
@@ -45,7 +52,7 @@ class ModelRef(FrozenModel):
     id: str = "claude-sonnet-4-6"
 
 
-class Agent(FrozenModel):
+class Agent(_DomainModel):
     """What the model is told and allowed: system prompt, permitted tools, step limit."""
 
     name: str
@@ -61,7 +68,7 @@ class Agent(FrozenModel):
     compaction_threshold: float = Field(default=0.8, gt=0, le=1)
 
 
-class Session(FrozenModel):
+class Session(_DomainModel):
     """A durable Session. A fork records its parent and the root of its fork tree, so every
     Session of one tree shares one prompt-cache identity (`root_id`, itself for a root)."""
 
@@ -87,12 +94,12 @@ def input_id(revision: int) -> str:
 # --- message parts -------------------------------------------------------------------------
 
 
-class TextPart(FrozenModel):
+class TextPart(_DomainModel):
     type: Literal["text"] = "text"
     text: str
 
 
-class ReasoningPart(FrozenModel):
+class ReasoningPart(_DomainModel):
     type: Literal["reasoning"] = "reasoning"
     text: str
     signature: str | None = None
@@ -101,7 +108,7 @@ class ReasoningPart(FrozenModel):
 ToolState = Literal["pending", "completed", "error"]
 
 
-class ToolCallPart(FrozenModel):
+class ToolCallPart(_DomainModel):
     """A tool call the model made, with its state and, once run, its result."""
 
     type: Literal["tool_call"] = "tool_call"
@@ -118,13 +125,13 @@ Part = Annotated[TextPart | ReasoningPart | ToolCallPart, Field(discriminator="t
 # --- messages of Session History -----------------------------------------------------------
 
 
-class UserMessage(FrozenModel):
+class UserMessage(_DomainModel):
     kind: Literal["user"] = "user"
     id: str
     parts: tuple[TextPart, ...]
 
 
-class AssistantMessage(FrozenModel):
+class AssistantMessage(_DomainModel):
     """One Step's output. `completed` is set by Settlement; `interrupted` when it never was."""
 
     kind: Literal["assistant"] = "assistant"
@@ -146,7 +153,7 @@ class AssistantMessage(FrozenModel):
         )
 
 
-class InstructionMessage(FrozenModel):
+class InstructionMessage(_DomainModel):
     """An instruction update, delivered once where it was committed."""
 
     kind: Literal["instruction"] = "instruction"
@@ -154,7 +161,7 @@ class InstructionMessage(FrozenModel):
     text: str
 
 
-class CompactionMessage(FrozenModel):
+class CompactionMessage(_DomainModel):
     """A completed compaction's summary: active history starts here."""
 
     kind: Literal["compaction"] = "compaction"
@@ -168,7 +175,7 @@ Message = Annotated[
 ]
 
 
-class PendingInput(FrozenModel):
+class PendingInput(_DomainModel):
     id: str
     text: str
 
@@ -176,7 +183,7 @@ class PendingInput(FrozenModel):
 # --- durable events ------------------------------------------------------------------------
 
 
-class SessionCreated(FrozenModel):
+class SessionCreated(_DomainModel):
     type: Literal["session_created"] = "session_created"
     session_id: str
     agent: str
@@ -185,19 +192,19 @@ class SessionCreated(FrozenModel):
     root_id: str | None = None  # None: the session is its own root
 
 
-class InputAdmitted(FrozenModel):
+class InputAdmitted(_DomainModel):
     type: Literal["input_admitted"] = "input_admitted"
     input_id: str
     text: str
 
 
-class InputPromoted(FrozenModel):
+class InputPromoted(_DomainModel):
     type: Literal["input_promoted"] = "input_promoted"
     input_id: str
     message_id: str
 
 
-class InstructionsCommitted(FrozenModel):
+class InstructionsCommitted(_DomainModel):
     """The canonical model's instruction state; `update` is the text the model was shown."""
 
     type: Literal["instructions_committed"] = "instructions_committed"
@@ -206,14 +213,14 @@ class InstructionsCommitted(FrozenModel):
     message_id: str | None = None
 
 
-class StepStarted(FrozenModel):
+class StepStarted(_DomainModel):
     type: Literal["step_started"] = "step_started"
     message_id: str
     step: int
     model: str
 
 
-class StepSettled(FrozenModel):
+class StepSettled(_DomainModel):
     type: Literal["step_settled"] = "step_settled"
     message_id: str
     parts: tuple[Part, ...]
@@ -221,7 +228,7 @@ class StepSettled(FrozenModel):
     usage: Usage
 
 
-class ToolExecuted(FrozenModel):
+class ToolExecuted(_DomainModel):
     type: Literal["tool_executed"] = "tool_executed"
     message_id: str
     call_id: str
@@ -229,14 +236,14 @@ class ToolExecuted(FrozenModel):
     is_error: bool = False
 
 
-class StepInterrupted(FrozenModel):
+class StepInterrupted(_DomainModel):
     type: Literal["step_interrupted"] = "step_interrupted"
     message_id: str
     reason: str
     parts: tuple[Part, ...] = ()
 
 
-class CompactionCompleted(FrozenModel):
+class CompactionCompleted(_DomainModel):
     type: Literal["compaction_completed"] = "compaction_completed"
     message_id: str
     summary: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Protocol, runtime_checkable
 
 from ..errors import ProviderStreamInterrupted
@@ -75,11 +76,26 @@ class StreamFold:
         )
 
 
+@asynccontextmanager
+async def closing(events: AsyncIterator[StreamEvent]) -> AsyncIterator[AsyncIterator[StreamEvent]]:
+    """Close `events` on the way out, however it is left (finished, broken off at the finish
+    event, an error, a cancellation): a stream left suspended keeps its request, its wire
+    body and its connection alive until the garbage collector finds it."""
+    try:
+        yield events
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 async def collect(events: AsyncIterator[StreamEvent]) -> LLMResponse:
-    """Fold one stream into an LLMResponse. A stream without a finish event is interrupted."""
+    """Fold one stream into an LLMResponse, closing it. A stream without a finish event is
+    interrupted."""
     fold = StreamFold()
-    async for event in events:
-        finish = fold.feed(event)
-        if finish is not None:
-            return fold.response(finish)
+    async with closing(events):
+        async for event in events:
+            finish = fold.feed(event)
+            if finish is not None:
+                return fold.response(finish)
     raise ProviderStreamInterrupted("the provider stream ended before it finished")

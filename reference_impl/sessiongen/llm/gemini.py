@@ -186,10 +186,16 @@ class GeminiLLMClient:
                 contents=kwargs["contents"],
                 config=config,  # type: ignore[arg-type]  # a GenerateContentConfigDict
             )
-            async for chunk in chunks:
-                for event in decoder.feed(chunk):
-                    yield event
-                saw_finish = saw_finish or decoder.finish_reason is not None
+            try:
+                async for chunk in chunks:
+                    for event in decoder.feed(chunk):
+                        yield event
+                    saw_finish = saw_finish or decoder.finish_reason is not None
+            finally:
+                # The SDK's stream holds the HTTP response until it is closed.
+                aclose = getattr(chunks, "aclose", None)
+                if aclose is not None:
+                    await aclose()
         if not saw_finish:
             raise ProviderStreamInterrupted("the provider stream ended before a finishReason")
         yield decoder.finish()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from .client import LLMClient
+from .client import LLMClient, closing
 from .types import LLMRequest, LLMResponse, StreamEvent
 
 
@@ -27,8 +27,9 @@ class RecordingLLMClient:
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
         self.calls.append("stream")
-        async for event in self.inner.stream(request):
-            yield event
+        async with closing(self.inner.stream(request)) as events:
+            async for event in events:
+                yield event
 
     async def generate(self, request: LLMRequest) -> LLMResponse:
         self.requests.append(request)

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from ..errors import ProviderError
-from ..tokens import count_request_tokens, count_text_tokens, count_tool_call_tokens
+from ..tokens import count_text_tokens, count_tool_call_tokens
 from .client import collect
 from .types import (
     FinishEvent,
@@ -58,6 +58,10 @@ class ScriptedLLMClient:
         self.script.extend(replies)
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        # The engine's counter (`count_request_tokens`, each message counted once); imported
+        # here, since the engine's modules import the llm package.
+        from .._compaction import request_tokens
+
         self.requests.append(request)
         reply = self.script.pop(0) if self.script else ScriptedReply(text=self.default_text)
         if reply.error is not None:
@@ -70,9 +74,7 @@ class ScriptedLLMClient:
             count_tool_call_tokens(c.name, c.input) for c in reply.tool_calls
         )
         events.append(
-            UsageEvent(
-                usage=Usage(input_tokens=count_request_tokens(request), output_tokens=output)
-            )
+            UsageEvent(usage=Usage(input_tokens=request_tokens(request), output_tokens=output))
         )
         reason: FinishReason = reply.finish_reason or (
             "tool_use" if reply.tool_calls else "end_turn"

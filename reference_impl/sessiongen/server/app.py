@@ -34,7 +34,7 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._admission import MAX_PROMPT_CHARS
+from .._admission import MAX_PROMPT_CHARS, validate_prompt
 from .._engine import SessionEngine
 from .._generate import GenerateResult
 from ..errors import (
@@ -100,7 +100,8 @@ _PROBLEMS = {
     401: "No or a wrong bearer token, when the server has one (`unauthorized`).",
     404: "No session of this id (`session-not-found`), or no such agent (`agent-not-found`).",
     409: "No instructions baseline and a source cannot be read "
-    "(`instructions-initialization-blocked`).",
+    "(`instructions-initialization-blocked`), or another process sharing the store file is "
+    "draining the session (`session-busy`; nothing was admitted).",
     413: "The prompt is over 200,000 characters (`prompt-too-large`), the context does not "
     "fit the model's window (`context-overflow`), or the body is over the server's limit "
     "(`request-too-large`).",
@@ -163,16 +164,22 @@ class _Service:
         )
 
     async def turn(self, session_id: str, prompt: str) -> TurnResult:
+        """Admit and drain under the session's drain lease, taken before the admission: when
+        another process sharing the store file is draining the session, the turn is refused
+        (`SessionBusy`, 409) with nothing admitted, so the steps that end the history when
+        the Drain returns are this turn's."""
         async with self.turn_lock(session_id):
-            self.engine.prompt(session_id, prompt)  # validates before it writes
-            try:
-                drained = await self.engine.drain(session_id)
-            except BaseException:
-                # A failed turn ends too: the keeper restarts from what the store has.
-                with suppress(SessionNotFound):  # never mask the turn's own error
-                    self.plugins.turn_settled(session_id)
-                raise
-            record = self.engine.store.read(session_id)
+            validate_prompt(prompt)  # a caller mistake is reported before a busy session
+            with self.engine.lease(session_id):
+                self.engine.prompt(session_id, prompt)
+                try:
+                    drained = await self.engine.drain(session_id)
+                except BaseException:
+                    # A failed turn ends too: the keeper restarts from what the store has.
+                    with suppress(SessionNotFound):  # never mask the turn's own error
+                        self.plugins.turn_settled(session_id)
+                    raise
+                record = self.engine.store.read(session_id)
             self.plugins.turn_settled(session_id, record.session.revision)
         steps: list[AssistantMessage] = []
         for message in reversed(record.messages):  # the turn's Steps end the history

@@ -9,13 +9,20 @@ it can run turns on the provider's bill.
 Plugins: the built-ins and every installed `sessiongen` entry point (`load_plugins()`). The
 engine is built with their request hook, so a third party's `sessiongen_request` sees every
 Step and generate, warming pings included (`info.warming`).
+
+Startup recovery: before it binds, the server marks every Step that a previous process left
+unsettled (it was killed mid-Step) as interrupted (`recover_interrupted`), so what the API
+serves never shows a Step as in flight that no process is running. Recovery runs under each
+session's drain lease in the store: a session another live process is draining (a second
+server on the same file) is left alone, its open Step is that process's to settle; a lease
+left by a killed process (its pid is gone) is free and taken over.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -27,6 +34,7 @@ from .._engine import SessionEngine
 from .._store import SessionStore
 from ..emulator import EmulatorState, VirtualClock
 from ..emulator import create_app as create_emulator_app
+from ..model import Agent
 from ..plugins import PluginHost, load_plugins, request_hook
 from ..sample import SAMPLE_AGENT
 from ..warming.keeper import MonotonicClock
@@ -43,6 +51,7 @@ __all__ = [
     "RealTimeClock",
     "check_bind",
     "is_loopback",
+    "recover_interrupted",
     "serve",
 ]
 
@@ -71,6 +80,13 @@ class RealTimeClock(VirtualClock):
     def set(self, now: float) -> float:
         super().set(max(0.0, now - (time.monotonic() - self._origin)))
         return self.now()
+
+
+def recover_interrupted(engine: SessionEngine) -> int:
+    """Mark the Steps a dead process left unsettled, in every session, as interrupted (the
+    Drain's own recovery, run for all sessions at once); returns how many it marked. A
+    session whose drain lease a live process holds is skipped (`SessionRunner.recover`)."""
+    return sum(engine.runner.recover(session_id) for session_id in engine.store.session_ids())
 
 
 @asynccontextmanager
@@ -107,22 +123,26 @@ async def serve_async(
     *,
     workspace: str | Path | None = None,
     log_level: str = "info",
+    agents: Sequence[Agent] = (SAMPLE_AGENT,),
 ) -> None:
-    """`serve` on the running event loop: returns when uvicorn stops (Ctrl-C, SIGTERM)."""
+    """`serve` on the running event loop: returns when uvicorn stops (Ctrl-C, SIGTERM).
+    `agents`: the agents sessions can use (the sample agent by default)."""
     check_bind(host, token)
     probe(host, port)
     pm = load_plugins()  # before the store: a plugin that fails to load leaves nothing open
     store = SessionStore(db)
     try:
         async with _llm(provider) as (llm, described):
-            engine = SessionEngine(store, llm, [SAMPLE_AGENT], hooks=[request_hook(pm)])
+            engine = SessionEngine(store, llm, list(agents), hooks=[request_hook(pm)])
+            recovered = recover_interrupted(engine)
             plugins = PluginHost(engine, pm, MonotonicClock())
             plugins.startup()  # a plugin that cannot start stops the server before it binds
             app = create_app(engine, plugins=plugins, token=token, workspace=workspace)
             auth = "bearer token required" if token else "no token (loopback only)"
             print(
                 f"sessiongen serve: http://{_authority(host, port)} | provider: {described} | "
-                f"db: {db} | auth: {auth} | plugins: {', '.join(plugins.names())}",
+                f"db: {db} | auth: {auth} | plugins: {', '.join(plugins.names())} | "
+                f"interrupted Steps recovered: {recovered}",
                 file=sys.stderr,
                 flush=True,
             )

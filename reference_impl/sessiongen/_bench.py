@@ -551,14 +551,8 @@ def main(
     terminal), print the table, write `out`; with `docs`, rewrite that page's generated
     section; with `source`, render an existing record instead of running."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        SpinnerColumn,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-    from rich.progress import Progress as Bar
+
+    from ._progress import progress_bar
 
     try:
         if source is not None:
@@ -566,16 +560,7 @@ def main(
         else:
             chosen = select(only)
             errors = Console(stderr=True)
-            with Bar(
-                SpinnerColumn(),
-                TextColumn("{task.description}", markup=False),
-                BarColumn(),
-                TaskProgressColumn(),
-                TimeElapsedColumn(),
-                console=errors,
-                disable=not errors.is_terminal,
-                transient=True,
-            ) as bar:
+            with progress_bar(errors, counted=False) as bar:
                 weight = {b.name: b.seconds for b in chosen}
                 task = bar.add_task("loading the benchmarks", total=sum(weight.values()))
                 done = 0.0

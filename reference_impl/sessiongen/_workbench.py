@@ -252,14 +252,8 @@ def run(
 ) -> Report:
     """Notebooks, then evidence, then the site; raises WorkbenchError at the first failure."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+
+    from ._progress import progress_bar
 
     out = console or Console(stderr=True, highlight=False)
     report = Report()
@@ -268,16 +262,7 @@ def run(
         if not path.is_file():
             raise WorkbenchError(f"{path}: no such notebook")
     steps = sum(code_cells(p) for p in paths) + (0 if skip_evidence else 1) + 1
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=out,
-        disable=not out.is_terminal,
-        transient=True,
-    ) as bar:
+    with progress_bar(out) as bar:
         task = bar.add_task("starting", total=steps)
         started = time.monotonic()
         for path in paths:

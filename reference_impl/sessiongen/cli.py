@@ -402,15 +402,8 @@ def _warming_experiment(
     """`sessiongen experiment warming`: run it under a progress bar on stderr (silent when
     stderr is not a terminal), then print the policy table and the summary on stdout."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
 
+    from ._progress import progress_bar
     from .warming.experiment import experiment_steps, run_warming_experiment
     from .warming.plots import PlotsUnavailable, require_matplotlib
 
@@ -418,16 +411,7 @@ def _warming_experiment(
     where = trace_path if trace_path is not None else "the generated trace"
     try:
         require_matplotlib()  # before loading: a missing extra should not cost a wait
-        with Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}", markup=False),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=errors,
-            disable=not errors.is_terminal,
-            transient=True,
-        ) as bar:
+        with progress_bar(errors) as bar:
             total = experiment_steps()
             task = bar.add_task("loading the trace", total=total)
             started = False

@@ -283,3 +283,15 @@ def test_two_providers_bodies_are_not_compared() -> None:
 def test_an_unknown_provider_is_named() -> None:
     with pytest.raises(ValueError, match="no wire layout for provider 'mistral'"):
         WireRequest({}, {}, None, "mistral").view()
+
+
+def test_gemini_a_thought_part_is_reasoning_not_text() -> None:
+    """A model part with `thought: true` is a thought summary, read as reasoning: were it
+    text, a trailing one would pass for the transient prompt's kind."""
+    prompt = {"role": "user", "parts": [{"text": "Recap."}]}
+    thought = {"role": "model", "parts": [{"text": "Thinking it over.", "thought": True}]}
+    view = _gemini(_gemini_body(prompt, thought)).view()
+    assert [(b.role, b.kind) for b in view.blocks][-2:] == [
+        ("user", "text"),
+        ("assistant", "reasoning"),
+    ]

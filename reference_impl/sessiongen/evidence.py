@@ -235,6 +235,9 @@ async def measure_provider_policy(
         before_next = len(lab.requests())
         await lab.engine.run(sid, NEXT_PROMPT)
         nxt = LoggedUsage.of(lab.requests()[before_next])
+        if len(lab.requests()) != before_next + 1 or lab.emulator.pop_response() is not None:
+            # The script went astray (e.g. a rejected request left its reply queued).
+            raise RuntimeError(f"{provider} {policy.value}: the next turn's reply was not its own")
         return ProviderPolicyRow(
             provider=provider,
             policy=policy.letter,

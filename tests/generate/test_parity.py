@@ -236,3 +236,14 @@ def test_rows_shorten_long_values_for_tables() -> None:
         _wire(_body(("user", [_text(exactly)]))), _wire(_body(("user", [_text("z")])))
     ).rows()[0]
     assert row["step"] == repr(_text(exactly)) and len(row["step"]) == 60
+
+
+def test_a_history_block_is_named_by_its_kind() -> None:
+    step = _body(*HISTORY, ("user", [_text("Prompt.")]))
+    generate = _body(
+        *HISTORY,
+        ("assistant", [{"type": "tool_use", "id": "t2", "name": "x", "input": {}}]),
+        ("user", [_text("Prompt.")]),
+    )
+    reasons = [d.reason for d in diff(_wire(step), _wire(generate)).violations]
+    assert "history differs (generate has a assistant tool_call block)" in reasons

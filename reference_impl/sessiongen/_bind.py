@@ -8,10 +8,12 @@ bind, so an address in use is an `OSError` before serving instead of uvicorn's e
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import socket
+from collections.abc import Iterable
 
-__all__ = ["InsecureBind", "check_bind", "is_loopback", "probe"]
+__all__ = ["InsecureBind", "bearer_token", "check_bind", "is_loopback", "probe", "token_matches"]
 
 SERVER_TOKEN_ENV = "SESSIONGEN_TOKEN"
 SERVER_EXPOSES = "anyone who can reach it could run turns on the provider"
@@ -70,3 +72,19 @@ def probe(host: str, port: int) -> None:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
+
+
+def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The credentials of an ASGI request's `Authorization: Bearer …` header (b"" if none)."""
+    given = b""
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, credentials = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                given = credentials.strip()
+    return given
+
+
+def token_matches(given: bytes, token: bytes) -> bool:
+    """The token check both servers make, in constant time."""
+    return hmac.compare_digest(given, token)

@@ -150,3 +150,23 @@ async def test_without_a_token_the_admin_api_is_open_as_before() -> None:
         transport=httpx2.ASGITransport(app=create_app()), base_url=ASGI_URL
     ) as http:
         assert (await http.get("/_emulator/clock")).json() == {"now": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("headers", "token"),
+    [
+        ([(b"authorization", b"Bearer s3cret")], b"s3cret"),
+        ([(b"authorization", b"bearer  s3cret ")], b"s3cret"),  # scheme case, 1*SP before it
+        ([(b"authorization", b"Basic s3cret")], b""),
+        ([(b"x-api-key", b"s3cret")], b""),
+        ([], b""),
+    ],
+)
+def test_the_bearer_token_both_servers_read(
+    headers: list[tuple[bytes, bytes]], token: bytes
+) -> None:
+    """One reading of `Authorization: Bearer …` for the emulator's admin API and the session
+    server (`sessiongen._bind.bearer_token`)."""
+    from sessiongen._bind import bearer_token
+
+    assert bearer_token(headers) == token

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._bind import bearer_token, token_matches
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
 from .intake import Arrival
 from .providers import provider_prefixes, provider_routers
@@ -200,13 +200,8 @@ class _AdminAuth:
         if scope["type"] != "http" or str(scope["path"]).startswith(self.open_prefixes):
             await self.app(scope, receive, send)
             return
-        given = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, credentials = value.partition(b" ")
-                if scheme.lower() == b"bearer":
-                    given = credentials.strip()
-        if hmac.compare_digest(given, self.token):
+        given = bearer_token(scope["headers"])
+        if token_matches(given, self.token):
             await self.app(scope, receive, send)
             return
         detail = "a wrong bearer token" if given else "no bearer token"

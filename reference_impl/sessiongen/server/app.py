@@ -18,7 +18,6 @@ call runs on the event loop's thread, one at a time, never from FastAPI's thread
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import traceback
 from collections.abc import AsyncIterator, Iterable
@@ -35,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._admission import MAX_PROMPT_CHARS, validate_prompt
+from .._bind import bearer_token, token_matches
 from .._engine import SessionEngine
 from .._generate import GenerateResult
 from ..errors import (
@@ -574,13 +574,8 @@ class _BearerAuth:
         if self.token is None or scope["type"] != "http" or scope["path"] == HEALTH_PATH:
             await self.app(scope, receive, send)
             return
-        given = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, credentials = value.partition(b" ")
-                if scheme.lower() == b"bearer":
-                    given = credentials.strip()
-        if hmac.compare_digest(given, self.token):
+        given = bearer_token(scope["headers"])
+        if token_matches(given, self.token):
             await self.app(scope, receive, send)
             return
         detail = "a wrong bearer token" if given else "no bearer token"

@@ -28,6 +28,7 @@ from urllib.parse import quote
 import httpx
 
 from ._generate import DEFAULT_TOOLS_POLICY, GenerateResult, ToolsPolicy
+from ._resource import AsyncResource
 from .errors import InvalidArgument, SessiongenError
 from .server.models import (
     CreatedSession,
@@ -241,7 +242,7 @@ class SessiongenClient:
         self.close()
 
 
-class AsyncSessiongenClient:
+class AsyncSessiongenClient(AsyncResource):
     """The same client for asyncio: every method is a coroutine. `transport` may be an
     `httpx.ASGITransport` over `sessiongen.server.create_app(engine)` to talk to a server
     in-process, with no socket."""
@@ -310,14 +311,3 @@ class AsyncSessiongenClient:
     async def aclose(self) -> None:
         """Close the connection pool (what leaving the `async with` block does)."""
         await self._http.aclose()
-
-    async def __aenter__(self) -> AsyncSessiongenClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

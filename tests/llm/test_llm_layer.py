@@ -199,3 +199,29 @@ def test_doubles_satisfy_the_protocol() -> None:
     scripted = ScriptedLLMClient()
     assert isinstance(scripted, LLMClient)
     assert isinstance(RecordingLLMClient(scripted), LLMClient)
+
+
+@pytest.mark.parametrize("adapter", ["anthropic", "openai"])
+async def test_leaving_async_with_closes_a_client_the_adapter_built(adapter: str) -> None:
+    """`async with` (sessiongen._resource.AsyncResource) calls `aclose()`: a client the
+    adapter built is closed, one the caller passed in is left open."""
+    if adapter == "anthropic":
+        from anthropic import AsyncAnthropic
+        from sessiongen.llm.anthropic import AnthropicLLMClient
+
+        built = AnthropicLLMClient(base_url="http://emulator.invalid", api_key="x")
+        given_sdk = AsyncAnthropic(base_url="http://emulator.invalid", api_key="x")
+        given = AnthropicLLMClient(client=given_sdk)
+    else:
+        from openai import AsyncOpenAI
+        from sessiongen.llm.openai import OpenAILLMClient
+
+        built = OpenAILLMClient(base_url="http://emulator.invalid/v1", api_key="x")
+        given_sdk = AsyncOpenAI(base_url="http://emulator.invalid/v1", api_key="x")
+        given = OpenAILLMClient(client=given_sdk)
+    async with built as entered:
+        assert entered is built
+    async with given:
+        pass
+    assert built._client.is_closed() and not given_sdk.is_closed()
+    await given_sdk.close()

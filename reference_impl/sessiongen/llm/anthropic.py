@@ -6,7 +6,6 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 import httpx
@@ -22,6 +21,7 @@ from anthropic import (
 )
 from anthropic.types import RawMessageStreamEvent
 
+from .._resource import AsyncResource
 from ..errors import (
     ContextOverflow,
     ProviderAuthenticationError,
@@ -226,7 +226,7 @@ class _StreamDecoder:
 # --- the client ----------------------------------------------------------------------------
 
 
-class AnthropicLLMClient:
+class AnthropicLLMClient(AsyncResource):
     """LLMClient over Anthropic Messages, through `anthropic.AsyncAnthropic`.
 
     `stream()` retries as the SDK client is configured to (`max_retries`); `generate()` makes
@@ -317,17 +317,6 @@ class AnthropicLLMClient:
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def _events(
         self, client: AsyncAnthropic, request: LLMRequest

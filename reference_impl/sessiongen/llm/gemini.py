@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import httpx
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from .._resource import AsyncResource
 from ..errors import (
     ContextOverflow,
     ProviderConnectionError,
@@ -130,7 +130,7 @@ class _Decoder:
         return FinishEvent(reason=reason, model=self.model, response_id=self.response_id)
 
 
-class GeminiLLMClient:
+class GeminiLLMClient(AsyncResource):
     """LLMClient over Gemini, through `google.genai.Client(...).aio`.
 
     Pass a ready `client` (kept by the caller; its retry options are its own), or the options
@@ -203,14 +203,3 @@ class GeminiLLMClient:
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aio.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx2
 from openai import (  # the SDK: absolute import, never this module
@@ -21,6 +20,7 @@ from openai import (  # the SDK: absolute import, never this module
     OpenAIError,
 )
 
+from .._resource import AsyncResource
 from ..errors import (
     ContextOverflow,
     ProviderAuthenticationError,
@@ -131,7 +131,7 @@ class _Calls:
         return out
 
 
-class OpenAILLMClient:
+class OpenAILLMClient(AsyncResource):
     """LLMClient over OpenAI Chat Completions, through `openai.AsyncOpenAI`.
 
     `stream()` retries as the SDK client is configured to (`max_retries`, default 0 here);
@@ -179,17 +179,6 @@ class OpenAILLMClient:
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def _events(
         self, client: AsyncOpenAI, request: LLMRequest

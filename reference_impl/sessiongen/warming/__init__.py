@@ -23,7 +23,7 @@ from .optimum import Optimum, lower_bound, optimum
 from .policies import Decision, History, Learned, Policy, reference_policies
 from .replay import ReplayResult, prepare, replay
 from .report import PolicyRow, PolicyTable, compare_policies, sweep_intervals
-from .traces import Trace, TraceFormatError, TraceRequest
+from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest
 
 __all__ = [
     "Decision",
@@ -43,6 +43,7 @@ __all__ = [
     "SessionMix",
     "Trace",
     "TraceFormatError",
+    "RecordedUsage",
     "TraceRequest",
     "TtlSkiRental",
     "WarmingKeeper",

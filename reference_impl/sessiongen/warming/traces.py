@@ -15,6 +15,42 @@ from typing import Self
 
 from pydantic import ValidationError
 
+from ..cache import MAX_BREAKPOINTS, TTL
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedUsage:
+    """What the provider billed for one request, as the client's log recorded it: the
+    ground truth a replay is calibrated against.
+
+    `input_tokens` is the uncached input (Anthropic's meaning: cached tokens excluded), so the
+    prompt is `input_tokens + cache_read_tokens + cache_write_5m_tokens +
+    cache_write_1h_tokens`. `output_tokens` is None when the log's figure is not the real
+    count (Claude Code 2.x logs a start-of-message placeholder).
+    """
+
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    output_tokens: int | None
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def ttl(self) -> TTL | None:
+        """The TTL the client wrote with, as the usage shows it: 1h when any write was 1h,
+        5m when any was 5m, None when nothing was written."""
+        if self.cache_write_1h_tokens:
+            return "1h"
+        return "5m" if self.cache_write_5m_tokens else None
+
 
 @dataclass(frozen=True, slots=True)
 class TraceRequest:
@@ -24,6 +60,12 @@ class TraceRequest:
     (the same length); their sum is the prompt's input tokens. `session` names the
     conversation the request belongs to (importers that have no session ids infer it from the
     prefix chain). `at` is seconds from the start of the trace.
+
+    `breakpoints` are the block indexes the client marks for caching, ascending (at most the
+    provider's maximum, 4); empty means the replay's default, the last block only. The last
+    block is always marked by the replay whatever is given, since a policy's TTL is written
+    there. `recorded` is the provider's real usage when the log has it. `output_known` is
+    False when `output_tokens` is not the real count (a placeholder in the log).
     """
 
     session: str
@@ -31,6 +73,9 @@ class TraceRequest:
     blocks: tuple[int, ...]
     block_tokens: tuple[int, ...]
     output_tokens: int
+    breakpoints: tuple[int, ...] = ()
+    recorded: RecordedUsage | None = None
+    output_known: bool = True
 
     def __post_init__(self) -> None:
         if len(self.blocks) != len(self.block_tokens):
@@ -38,6 +83,27 @@ class TraceRequest:
                 f"a request has {len(self.blocks)} blocks but {len(self.block_tokens)} "
                 "block token counts"
             )
+        if self.breakpoints:
+            if list(self.breakpoints) != sorted(set(self.breakpoints)):
+                raise ValueError(f"breakpoints {self.breakpoints} must be ascending and unique")
+            if self.breakpoints[0] < 0 or self.breakpoints[-1] >= len(self.blocks):
+                raise ValueError(
+                    f"breakpoints {self.breakpoints} must index the request's "
+                    f"{len(self.blocks)} blocks"
+                )
+            if len(self.marks) > MAX_BREAKPOINTS:
+                raise ValueError(
+                    f"a request carries at most {MAX_BREAKPOINTS} breakpoints, got "
+                    f"{len(self.marks)} (the last block is always one)"
+                )
+
+    @property
+    def marks(self) -> tuple[int, ...]:
+        """The block indexes the replay marks: the given breakpoints plus the last block."""
+        last = len(self.blocks) - 1
+        if not self.breakpoints or self.breakpoints[-1] != last:
+            return (*self.breakpoints, last)
+        return self.breakpoints
 
     @property
     def input_tokens(self) -> int:

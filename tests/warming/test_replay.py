@@ -419,3 +419,97 @@ def test_a_rewritten_dead_entry_is_the_newest() -> None:
     store.apply(_prompt("a"), model=MODEL, now=400.0, min_tokens=1024)  # a died at 300
     assert [e.prefix_hash for e in store.entries()] == ["b/25", "a/25"]
     assert [e.hits for e in store.entries()] == [0, 0]
+
+
+def marked_trace() -> tuple[Trace, list[Decision]]:
+    """Two sessions of one agent: both mark their shared 2,000-token system block (block 0)
+    as well as the tail, as Claude Code marks tools + system and the last message."""
+    system = 2000
+    rows: list[tuple[TraceRequest, Decision]] = []
+    for session, start, own in (("x", 0.0, 500), ("y", 120.0, 600)):
+        blocks: list[int] = [0]
+        tokens: list[int] = [system]
+        for turn in range(3):
+            blocks.append(hash((session, turn)) % 10_000 + 1)
+            tokens.append(own + 100 * turn)
+            request = TraceRequest(
+                session, start + 200.0 * turn, tuple(blocks), tuple(tokens), 20, breakpoints=(0,)
+            )
+            rows.append((request, Decision("5m", (295.0,) if turn == 2 else ())))
+    rows.sort(key=lambda row: row[0].at)
+    return Trace("marked", tuple(r for r, _ in rows)), [d for _, d in rows]
+
+
+async def test_client_breakpoints_replay_as_the_emulator_bills_them(emulator: Emulator) -> None:
+    """Every mark of a request is a breakpoint on the wire: the second session's first
+    request reads the system block the first session wrote, the emulator agrees request by
+    request, and a last-block-only replay reads nothing there."""
+    trace, decisions = marked_trace()
+    policy = Table(decisions, rewrite=False)
+    fast = replay(trace, policy, model=MODEL, keep_usage=True)
+    sdk = await replay_through_client(
+        trace,
+        policy,
+        emulator.client,
+        set_clock=emulator.set_clock,
+        script_output=emulator.script_output,
+        model=MODEL,
+    )
+    assert fast == sdk
+    assert fast.usages is not None
+    first_y = next(i for i, r in enumerate(trace.requests) if r.session == "y")
+    assert fast.usages[first_y][0].cache_read_input_tokens == 2000
+    single = replay(prepare(trace).single(), policy, model=MODEL, keep_usage=True)
+    assert single.usages is not None
+    assert single.usages[first_y][0].cache_read_input_tokens == 0
+    logged = (await emulator.admin.get("/_emulator/requests")).json()["requests"]
+    marks = [
+        [
+            k
+            for k, block in enumerate(entry["body"]["messages"][0]["content"])
+            if "cache_control" in block
+        ]
+        for entry in logged
+    ]
+    assert marks[first_y] == [0, 1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_path_changes_nothing_with_client_breakpoints(seed: int) -> None:
+    """The shared system block (1) made cacheable on its own and marked: a ping must
+    refresh its entry too, which a one-block ping would not."""
+    base = random_trace(seed, sessions=8)
+    trace = Trace(
+        base.name,
+        tuple(
+            TraceRequest(
+                r.session,
+                r.at,
+                r.blocks,
+                tuple(1500 if b == 1 else n for b, n in zip(r.blocks, r.block_tokens, strict=True)),
+                r.output_tokens,
+                breakpoints=(0,) if len(r.blocks) > 1 else (),
+            )
+            for r in base.requests
+        ),
+    )
+    prepared = prepare(trace)
+    assert prepared.marked
+    for policy in all_policies(trace):
+        fast = replay(prepared, policy, model=MODEL, keep_usage=True)
+        slow = replay(prepared, policy, model=MODEL, keep_usage=True, fast_path=False)
+        assert fast == slow, policy.name
+
+
+def test_the_optimum_replays_its_schedule_with_the_client_breakpoints() -> None:
+    """The optimum plans with one breakpoint per request and its row is that schedule
+    replayed with the client's marks: here the second session's first request reads the
+    system block the first one wrote, so the row is cheaper than the plan."""
+    from sessiongen.warming.optimum import optimum
+
+    trace, _ = marked_trace()
+    best = optimum(trace, model=MODEL)
+    single = optimum(prepare(trace).single(), model=MODEL)
+    assert best.decisions == single.decisions
+    assert best.result.tokens.cache_read > single.result.tokens.cache_read
+    assert best.total_cost < single.total_cost

@@ -30,6 +30,14 @@ canonical form is checked rather than assumed: the tests compare the optimum wit
 schedule of a richer family (other ping times, every TTL, pings that do write discarded),
 each replayed through the cache store.
 
+**Client breakpoints.** A trace may carry breakpoints before each prompt's last block (a
+client marking its system prompt: `TraceRequest.breakpoints`). The program plans in the
+one-breakpoint model above; the schedule it finds is then replayed with the client's
+breakpoints, as every policy is, and that replay is the `optimum` row. It is a schedule a
+client could run, so an upper bound on the best one with those breakpoints, not a proof of
+it: a policy can come in under it (a ratio below 1), and the lower bound stays a bound for
+every schedule, any breakpoints included.
+
 `optimum(..., must_write=True)` is the calibration variant: every prompt carries a
 breakpoint, as an online client that cannot know the prompt is never reused does.
 
@@ -347,12 +355,15 @@ def optimum(
     assert all(d is not None for d in decisions)
     schedule = tuple(d for d in decisions if d is not None)
     name = "optimum_must_write" if must_write else "optimum"
-    result = replay(prepared, Scheduled(name, schedule), model=info.id)
+    policy = Scheduled(name, schedule)
+    result = replay(prepared.single(), policy, model=info.id)
     replayed = _integer_cost(result, prices)
     if replayed != planned:
         raise RuntimeError(
             f"the optimum's planner and the cache rules disagree: {planned} vs {replayed}"
         )
+    if prepared.marked:  # the same schedule with the client's breakpoints, as policies run
+        result = replay(prepared, policy, model=info.id)
     return Optimum(schedule, result, planned, prices.scale)
 
 

@@ -4,8 +4,11 @@ Every request and every ping goes through `CacheStore.apply` (the rules live onl
 `sessiongen.cache`); this module turns trace requests into flattened blocks, keeps the
 client's bookkeeping, schedules pings and adds up usage and cost.
 
-The client model: each request carries one breakpoint, on its prompt's last block, with the
-TTL its policy chooses (or none: nothing read or written). After a request the policy may
+The client model: each request carries the breakpoints its client places
+(`TraceRequest.marks`: the trace's `breakpoints` plus always the prompt's last block; only
+the last block when the trace gives none), all with the TTL its policy chooses (or none:
+nothing read or written). Claude Code, for example, marks its tools and system prompt as
+well as the tail, so a session's first request can read the prefix another session wrote. After a request the policy may
 schedule keep-alive pings: a ping resends the same blocks with `max_tokens: 0`, so it reads
 what is alive and refreshes it, or writes it again if it has expired. A ping is cancelled
 when the session's next request arrives at or before its time. A ping the policy does not let
@@ -26,8 +29,9 @@ whole prefix. `prepare` does this once per trace and replays reuse it.
 Fast path: a ping the bookkeeping knows to be alive is applied as one block (the prompt's
 last hash carrying all its tokens). The breakpoint's lookback checks its own position first,
 so the full prompt would match there too: the same entry is refreshed and the usage (a read
-of the whole prompt) is the same. A request without a breakpoint is likewise one block with
-no breakpoint: nothing is read or written either way.
+of the whole prompt) is the same. Only a request whose one breakpoint is its last block takes
+it: with more breakpoints, the full prompt also refreshes their entries. A request without a
+breakpoint is likewise one block with no breakpoint: nothing is read or written either way.
 """
 
 from __future__ import annotations
@@ -59,11 +63,14 @@ _TTLS: tuple[TTL, ...] = ("5m", "1h")
 class PreparedTrace:
     """A trace with its prefix hashes and session links computed once, for fast replays.
 
-    `blocks[ttl][i]`: request i's flattened blocks, the breakpoint on the last one. `whole`:
-    the same as one block per TTL (or None), the fast path's input. `previous[i]`: the index
-    of the same session's previous request (-1 for a first one); `extends[i]`: whether that
-    request's whole prompt is a prefix of request i's within the lookback window, so request
-    i's breakpoint can read its entry.
+    `blocks[ttl][i]`: request i's flattened blocks, a breakpoint of that TTL on each of its
+    marks (`TraceRequest.marks`). `whole`: the same as one block per TTL (or None), the fast
+    path's input, for a request marked on its last block only (else its full blocks).
+    `previous[i]`: the index of the same session's previous request (-1 for a first one);
+    `extends[i]`: whether that request's whole prompt is a prefix of request i's within the
+    lookback window, so request i's last breakpoint can read its entry. `marked`: whether any
+    request carries a breakpoint before its last block; `single()` is then the same trace
+    marked on the last block only, the client model the offline optimum plans in.
     """
 
     trace: Trace
@@ -74,10 +81,17 @@ class PreparedTrace:
     previous: tuple[int, ...]
     turn: tuple[int, ...]
     extends: tuple[bool, ...]
+    marked: bool = False
+
+    def single(self) -> PreparedTrace:
+        """This trace with one breakpoint per request, on its last block (itself when no
+        request has more)."""
+        return prepare(self.trace, client_breakpoints=False) if self.marked else self
 
 
-def prepare(trace: Trace) -> PreparedTrace:
-    """Intern prefix hashes and link sessions; raises ValueError on a malformed trace."""
+def prepare(trace: Trace, *, client_breakpoints: bool = True) -> PreparedTrace:
+    """Intern prefix hashes and link sessions; raises ValueError on a malformed trace.
+    `client_breakpoints=False` marks every request on its last block only."""
     ids: dict[tuple[str, int], str] = {}
     hashes: list[tuple[str, ...]] = []
     blocks: dict[TTL, list[FlatBlocks]] = {ttl: [] for ttl in _TTLS}
@@ -86,6 +100,7 @@ def prepare(trace: Trace) -> PreparedTrace:
     previous: list[int] = []
     turn: list[int] = []
     extends: list[bool] = []
+    marked = False
     last: dict[str, int] = {}
     turns: dict[str, int] = {}
     at = float("-inf")
@@ -105,13 +120,16 @@ def prepare(trace: Trace) -> PreparedTrace:
             h = found
             chain.append(h)
         hashes.append(tuple(chain))
-        marks = [None] * (len(chain) - 1)
-        head = tuple(zip(chain[:-1], request.block_tokens[:-1], marks, strict=True))
         total = request.input_tokens
+        early = request.marks[:-1] if client_breakpoints else ()
+        marked = marked or bool(early)
         for ttl in _TTLS:
-            blocks[ttl].append((*head, (h, request.block_tokens[-1], ttl)))
-        for mark in whole:
-            whole[mark].append(((h, total, mark),))
+            flat = [(c, n, None) for c, n in zip(chain, request.block_tokens, strict=True)]
+            for k in (*early, len(chain) - 1):
+                flat[k] = (chain[k], request.block_tokens[k], ttl)
+            blocks[ttl].append(tuple(flat))
+            whole[ttl].append(blocks[ttl][-1] if early else ((h, total, ttl),))
+        whole[None].append(((h, total, None),))
         tokens.append(total)
         p = last.get(request.session, -1)
         previous.append(p)
@@ -134,6 +152,7 @@ def prepare(trace: Trace) -> PreparedTrace:
         previous=tuple(previous),
         turn=tuple(turn),
         extends=tuple(extends),
+        marked=marked,
     )
 
 
@@ -364,14 +383,17 @@ def messages_params(
     prepared: PreparedTrace, index: int, ttl: TTL | None, max_tokens: int, model: str
 ) -> dict[str, Any]:
     """The Messages request of trace request `index`: one user message, one text block per
-    trace block, the breakpoint (if any) on the last one."""
+    trace block, a breakpoint (if any TTL) on each block the replay marks (the same blocks as
+    `prepared.blocks`)."""
     request = prepared.trace.requests[index]
     content: list[dict[str, Any]] = [
         {"type": "text", "text": block_text(b, n)}
         for b, n in zip(request.blocks, request.block_tokens, strict=True)
     ]
     if ttl is not None:
-        content[-1]["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+        for k, (_, _, mark) in enumerate(prepared.blocks[ttl][index]):
+            if mark is not None:
+                content[k]["cache_control"] = {"type": "ephemeral", "ttl": ttl}
     return {
         "model": model,
         "max_tokens": max_tokens,

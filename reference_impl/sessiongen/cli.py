@@ -426,6 +426,8 @@ def _warming_experiment(
             trace = _load(trace_path, format, sessions, seed)
             if not trace.requests:
                 raise ValueError(f"{where}: the {format} trace has no requests: nothing to compare")
+            total = experiment_steps(trace)
+            bar.update(task, total=total)
             result = run_warming_experiment(trace, out, progress=step)
             bar.update(task, completed=total)
     except PlotsUnavailable as exc:
@@ -450,12 +452,16 @@ def _print_table(result: ExperimentResult) -> None:
     from rich.text import Text
 
     table = result.table
+    if table.output_unknown:
+        output = (
+            f"output tokens, excluded, are unknown for {table.output_unknown:,} of "
+            f"{table.requests:,} requests (the log's figures are placeholders)"
+        )
+    else:
+        output = f"output tokens, excluded, add {table.output_cost:,.4f} USD under every policy"
     view = Table(
         title=Text(f"Warming policies on {table.trace}"),
-        caption=Text(
-            f"prompt cost at {table.model} prices; output tokens, excluded, add "
-            f"{table.output_cost:,.4f} USD under every policy"
-        ),
+        caption=Text(f"prompt cost at {table.model} prices; {output}"),
         title_justify="left",
         caption_justify="left",
     )
@@ -480,6 +486,8 @@ def _print_table(result: ExperimentResult) -> None:
         f"trace {table.trace}: {table.requests:,} requests, {table.sessions:,} sessions",
         soft_wrap=True,
     )
+    if table.calibration is not None:
+        out.print(table.calibration.line(), soft_wrap=True)
     out.print("wrote: " + ", ".join(str(p) for p in result.paths), soft_wrap=True)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from sessiongen.cli import FORMATS as CLI_FORMATS
 from sessiongen.cli import main
+from sessiongen.warming.calibration import has_recorded_usage
 from sessiongen.warming.experiment import experiment_steps, run_warming_experiment
 from sessiongen.warming.formats import FORMATS, load_trace
 from sessiongen.warming.report import REFERENCE_ROWS, default_intervals
@@ -37,6 +38,9 @@ POLICY_COLUMNS = [
     "cache_read_tokens",
     "cache_write_tokens",
     "input_tokens",
+    "real_cost",
+    "real_cache_read_tokens",
+    "real_cache_write_tokens",
 ]
 FIXTURE_TRACES = {
     "mooncake": FIXTURES / "mooncake_small.jsonl",
@@ -150,8 +154,10 @@ def test_every_trace_format_runs(format: str, tmp_path: Path) -> None:
     assert run.code == 0, run.err
     names = [row["policy"] for row in run.rows()]
     assert set(REFERENCE_ROWS) <= set(names)
+    calibration = ["calibration.csv", "calibration.png"]
+    recorded = has_recorded_usage(load_trace(FIXTURE_TRACES[format], format))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["policies.csv", "intervals.csv", *PNGS]
+        ["policies.csv", "intervals.csv", *PNGS, *(calibration if recorded else [])]
     )
 
 

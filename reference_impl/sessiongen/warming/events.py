@@ -11,11 +11,17 @@ without a zone is UTC), `output_tokens`, and the prompt in one of two forms:
   tokens appended. Each line's new tokens become one new block (see `SegmentChain.extend` for
   a prefix that ends inside an earlier block).
 
+Optional: `"breakpoint": true` on a block marks it for caching as the client did (the last
+block always is), and `usage` gives what the provider billed (`input_tokens`,
+`cache_read_tokens`, `cache_write_5m_tokens`, `cache_write_1h_tokens`), which the experiment
+calibrates against.
+
 Lines of one session must be in time order; sessions may interleave. See docs/traces.md.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Self
@@ -32,16 +38,40 @@ from pydantic import (
 )
 
 from .segments import SegmentChain
-from .traces import Trace, TraceFormatError, TraceRequest, unix_micros
+from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest, unix_micros
 
 
 class EventBlock(BaseModel):
-    """One prompt block of an events line."""
+    """One prompt block of an events line; `breakpoint` marks it for caching, as the client
+    did (the prompt's last block is always marked)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: StrictInt | StrictStr
     tokens: int = Field(ge=1)
+    breakpoint: bool = False
+
+
+class EventUsage(BaseModel):
+    """What the provider billed for the line's request, from the user's own logs: uncached
+    input (cached tokens excluded), cache reads, and cache writes by TTL. Their sum is the
+    prompt, so it must equal the line's prompt tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_tokens: int = Field(ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    cache_write_5m_tokens: int = Field(default=0, ge=0)
+    cache_write_1h_tokens: int = Field(default=0, ge=0)
+
+    def recorded(self, output_tokens: int) -> RecordedUsage:
+        return RecordedUsage(
+            self.input_tokens,
+            self.cache_read_tokens,
+            self.cache_write_5m_tokens,
+            self.cache_write_1h_tokens,
+            output_tokens,
+        )
 
 
 class EventLine(BaseModel):
@@ -55,6 +85,7 @@ class EventLine(BaseModel):
     blocks: list[EventBlock] | None = Field(default=None, min_length=1)
     prefix_tokens: int | None = Field(default=None, ge=0)
     new_tokens: int | None = Field(default=None, ge=0)
+    usage: EventUsage | None = None
 
     @field_validator("timestamp", mode="before")
     @classmethod
@@ -87,7 +118,7 @@ def load_events(path: Path, name: str | None = None) -> Trace:
     """An events JSONL file as a Trace, `at` measured from the earliest timestamp. Raises
     TraceFormatError naming the line of a malformed or inconsistent line."""
     reader = _Reader(path)
-    parsed: list[tuple[str, int, tuple[int, ...], tuple[int, ...], int]] = []
+    parsed: list[tuple[int, TraceRequest]] = []  # (Unix microseconds, request at 0)
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
@@ -98,14 +129,28 @@ def load_events(path: Path, name: str | None = None) -> Trace:
                 raise TraceFormatError.invalid(path, error, number) from None
             micros = reader.micros(line, number)
             blocks, tokens = reader.prompt(line, number)
-            parsed.append((line.session, micros, blocks, tokens, line.output_tokens))
-    start = min((entry[1] for entry in parsed), default=0)
+            marks = tuple(k for k, b in enumerate(line.blocks or ()) if b.breakpoint)
+            recorded = None
+            if line.usage is not None:
+                recorded = line.usage.recorded(line.output_tokens)
+                if recorded.prompt_tokens != sum(tokens):
+                    raise TraceFormatError(
+                        path,
+                        f"usage: adds up to {recorded.prompt_tokens} prompt tokens but the "
+                        f"prompt has {sum(tokens)}",
+                        number,
+                    )
+            try:
+                request = TraceRequest(
+                    line.session, 0.0, blocks, tokens, line.output_tokens, marks, recorded
+                )
+            except ValueError as error:  # more breakpoints than a request may carry
+                raise TraceFormatError(path, f"blocks: {error}", number) from None
+            parsed.append((micros, request))
+    start = min((micros for micros, _ in parsed), default=0)
     return Trace.ordered(
         name or path.stem,
-        (
-            TraceRequest(session, (micros - start) / 1_000_000, blocks, tokens, output)
-            for session, micros, blocks, tokens, output in parsed
-        ),
+        (replace(request, at=(micros - start) / 1_000_000) for micros, request in parsed),
     )
 
 

@@ -1,5 +1,7 @@
 """The warming experiment end to end, for one trace: every policy against the optimum, the two
-ping-interval sweeps, the reuse gaps, written as two CSV tables and three PNG figures.
+ping-interval sweeps, the reuse gaps, written as two CSV tables and three PNG figures; and for
+a trace that carries the provider's recorded usage, the calibration (the `as_recorded` replay
+beside the real usage) as a third table and a fourth figure.
 
 `sessiongen experiment warming` is a thin shell over `run_warming_experiment`: the numbers come
 from `warming.report` and the figures from `warming.plots`, so a notebook calling either gets
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from ..cache import TTL
 from . import plots
+from .calibration import has_recorded_usage
 from .policies import DEFAULT_MODEL, reference_policies
 from .replay import prepare
 from .report import (
@@ -35,6 +38,8 @@ INTERVALS_CSV = "intervals.csv"
 COST_BY_POLICY_PNG = "cost_by_policy.png"
 REUSE_GAP_CDF_PNG = "reuse_gap_cdf.png"
 COST_VS_INTERVAL_PNG = "cost_vs_interval.png"
+CALIBRATION_CSV = "calibration.csv"
+CALIBRATION_PNG = "calibration.png"
 WRITE_STEP = "writing tables and plots"
 
 
@@ -49,24 +54,30 @@ class ExperimentResult:
     cost_by_policy_png: Path
     reuse_gap_cdf_png: Path
     cost_vs_interval_png: Path
+    calibration_csv: Path | None = None
+    """Per recorded request, real and predicted usage; None without recorded usage."""
+    calibration_png: Path | None = None
 
     @property
     def paths(self) -> tuple[Path, ...]:
         """Every file written, tables first."""
-        return (
-            self.policies_csv,
-            self.intervals_csv,
+        tables = (self.policies_csv, self.intervals_csv, self.calibration_csv)
+        figures = (
             self.cost_by_policy_png,
             self.reuse_gap_cdf_png,
             self.cost_vs_interval_png,
+            self.calibration_png,
         )
+        return tuple(p for p in (*tables, *figures) if p is not None)
 
 
-def experiment_steps(model: str = DEFAULT_MODEL) -> int:
-    """How many times `run_warming_experiment` calls `progress`: the optimum, the lower
-    bound, each policy, each sweep point and the writing; a progress bar's total."""
+def experiment_steps(trace: Trace | None = None, model: str = DEFAULT_MODEL) -> int:
+    """How many times `run_warming_experiment` calls `progress` on `trace`: the optimum, the
+    lower bound, each policy (`as_recorded` too where the trace has recorded usage), each
+    sweep point and the writing; a progress bar's total."""
     sweeps = sum(len(default_intervals(ttl)) for ttl, _ in SWEEPS)
-    return 2 + len(reference_policies(model)) + sweeps + 1
+    recorded = trace is not None and has_recorded_usage(trace)
+    return 2 + len(reference_policies(model)) + int(recorded) + sweeps + 1
 
 
 def run_warming_experiment(
@@ -74,7 +85,7 @@ def run_warming_experiment(
 ) -> ExperimentResult:
     """Compare the reference policies on `trace`, sweep ping intervals for 5m and 1h, and
     write `policies.csv`, `intervals.csv` and the three PNGs into `out_dir` (created if
-    missing). `progress` is called with each step's name before it runs.
+    missing); with recorded usage also `calibration.csv` and `calibration.png`. `progress` is called with each step's name before it runs.
 
     Raises ValueError for a trace without requests or prompt tokens (no ratio to the optimum
     exists), PlotsUnavailable without matplotlib and OSError when `out_dir` cannot be made;
@@ -112,6 +123,13 @@ def run_warming_experiment(
             title=f"Fixed-interval pings, {name}",
         ),
     }
+    calibration_csv = calibration_png = None
+    if table.calibration is not None:
+        figures[CALIBRATION_PNG] = plots.calibration(
+            table.calibration.rows, title=f"Predicted against real usage, {name}"
+        )
+        calibration_csv = write_csv(table.calibration.rows, out / CALIBRATION_CSV)
+        calibration_png = out / CALIBRATION_PNG
     for filename, figure in figures.items():
         figure.savefig(out / filename, dpi=110)
     return ExperimentResult(
@@ -122,4 +140,6 @@ def run_warming_experiment(
         cost_by_policy_png=out / COST_BY_POLICY_PNG,
         reuse_gap_cdf_png=out / REUSE_GAP_CDF_PNG,
         cost_vs_interval_png=out / COST_VS_INTERVAL_PNG,
+        calibration_csv=calibration_csv,
+        calibration_png=calibration_png,
     )

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..cache import TTL_SECONDS
+from .calibration import CalibrationRow
 from .report import IntervalRow, PolicyRow
 
 if TYPE_CHECKING:
@@ -169,4 +170,45 @@ def cost_vs_interval(
     axes.grid(True, which="major", alpha=0.3)
     axes.legend(loc="best", fontsize="small")
     axes.set_title(title or "Fixed-interval pings")
+    return figure
+
+
+def calibration(rows: Sequence[CalibrationRow], *, title: str | None = None) -> Figure:
+    """Predicted against real tokens per recorded request, cache reads and cache writes side
+    by side, on symmetric log axes (a request that read or wrote nothing sits at 0) with the
+    line of exact agreement."""
+    if not rows:
+        raise ValueError("no calibration rows to draw")
+    figure, single = _figure(9.0, 4.2)
+    single.remove()
+    left, right = figure.subplots(1, 2)
+    panels = (
+        (
+            left,
+            "cache reads",
+            [(r.real_cache_read_tokens, r.predicted_cache_read_tokens) for r in rows],
+        ),
+        (
+            right,
+            "cache writes",
+            [(r.real_cache_write_tokens, r.predicted_cache_write_tokens) for r in rows],
+        ),
+    )
+    for axes, label, points in panels:
+        real = [p[0] for p in points]
+        predicted = [p[1] for p in points]
+        top = max(1, *real, *predicted) * 1.5
+        axes.plot([0, top], [0, top], color="grey", linestyle="--", linewidth=1, label="exact")
+        axes.scatter(real, predicted, s=14, alpha=0.6, color=ONLINE_COLOUR, label="request")
+        axes.set_xscale("symlog", linthresh=100)
+        axes.set_yscale("symlog", linthresh=100)
+        axes.set_xlim(0, top)
+        axes.set_ylim(0, top)
+        exact = sum(1 for r, p in points if r == p)
+        axes.set_title(f"{label}: {exact} of {len(points)} exact")
+        axes.set_xlabel("real tokens (the provider's usage)")
+        axes.set_ylabel("predicted tokens (replay as recorded)")
+        axes.legend(loc="upper left")
+    if title:
+        figure.suptitle(title)
     return figure

@@ -258,6 +258,33 @@ class Scheduled(_Base):
         return self._decisions[history.index]
 
 
+class AsRecorded(_Base):
+    """The policy the client really ran, read off each request's recorded usage
+    (`TraceRequest.recorded`): the TTL it wrote with (1h where any write was 1h, else 5m); for
+    a request that wrote nothing but read, the session's TTL so far (5m before any); no
+    breakpoint where the usage shows neither a read nor a write. No pings: a log records
+    the calls the client made, and a ping would be one of them. A request without recorded
+    usage gets 5m. Replayed with the trace's breakpoints, it is the calibration row: its
+    prediction set beside what the provider billed."""
+
+    def __init__(self) -> None:
+        self.name = "as_recorded"
+        self._ttl: dict[str, TTL] = {}
+
+    def reset(self) -> None:
+        self._ttl = {}
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        recorded = request.recorded
+        if recorded is not None and not recorded.cache_read_tokens and recorded.ttl is None:
+            return Decision(None)
+        ttl = recorded.ttl if recorded is not None else None
+        if ttl is None:
+            ttl = self._ttl.get(request.session, "5m")
+        self._ttl[request.session] = ttl
+        return Decision(ttl)
+
+
 # The life table's interval ends, in seconds of gap since the session's previous request.
 _GRID: tuple[float, ...] = (30, 60, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 2700, 3600)
 _GRID += (5400.0, 7200.0)

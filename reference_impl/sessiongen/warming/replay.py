@@ -124,7 +124,9 @@ def prepare(trace: Trace, *, client_breakpoints: bool = True) -> PreparedTrace:
         early = request.marks[:-1] if client_breakpoints else ()
         marked = marked or bool(early)
         for ttl in _TTLS:
-            flat = [(c, n, None) for c, n in zip(chain, request.block_tokens, strict=True)]
+            flat: list[tuple[str, int, TTL | None]] = [
+                (c, n, None) for c, n in zip(chain, request.block_tokens, strict=True)
+            ]
             for k in (*early, len(chain) - 1):
                 flat[k] = (chain[k], request.block_tokens[k], ttl)
             blocks[ttl].append(tuple(flat))

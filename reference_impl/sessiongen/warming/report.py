@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import TTL, TTL_SECONDS
+from .calibration import Calibration, calibrate, has_recorded_usage
 from .optimum import Optimum, lower_bound, optimum
-from .policies import DEFAULT_MODEL, PING_MARGIN, Fixed, Policy, reference_policies
+from .policies import DEFAULT_MODEL, PING_MARGIN, AsRecorded, Fixed, Policy, reference_policies
 from .replay import PreparedTrace, ReplayResult, prepare, replay
 from .traces import Trace
 
@@ -33,7 +34,8 @@ REFERENCE_ROWS = ("no_cache", "5m", "1h", "optimum", "lower_bound")
 @dataclass(frozen=True)
 class PolicyRow:
     """One policy's prompt cost (USD) on one trace; `ratio_to_optimum` is cost / the
-    optimum's."""
+    optimum's. The `real_` columns are what the provider billed for the same requests, on
+    the `as_recorded` row of a trace that carries recorded usage, and None elsewhere."""
 
     policy: str
     online: bool
@@ -43,6 +45,9 @@ class PolicyRow:
     cache_read_tokens: int
     cache_write_tokens: int
     input_tokens: int
+    real_cost: float | None = None
+    real_cache_read_tokens: int | None = None
+    real_cache_write_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,11 @@ class PolicyTable:
     optimum: Optimum
     output_cost: float
     """USD of the trace's output tokens, the same under every policy."""
+    calibration: Calibration | None = None
+    """The `as_recorded` replay beside the real usage, for a trace that carries it."""
+    output_unknown: int = 0
+    """Requests whose output count is not known (a placeholder in the log): then
+    `output_cost` is not what their output cost."""
 
     def row(self, policy: str) -> PolicyRow:
         """The row named `policy` (KeyError naming the rows there are)."""
@@ -103,9 +113,14 @@ def compare_policies(
     progress: Progress | None = None,
 ) -> PolicyTable:
     """Replay every policy (default: `reference_policies`) over `trace` and price each
-    against the offline optimum; add the optimum and the lower bound as rows."""
+    against the offline optimum; add the optimum and the lower bound as rows. A trace that
+    carries recorded usage also gets the `as_recorded` row (by default, or when an
+    `AsRecorded` policy is given) with its `real_` columns, and the table its calibration."""
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    recorded = has_recorded_usage(prepared.trace)
     chosen = list(policies) if policies is not None else reference_policies(model)
+    if policies is None and recorded:
+        chosen.append(AsRecorded())
     names = [p.name for p in chosen]
     clash = {n for n in names if names.count(n) > 1 or n in ("optimum", "lower_bound")}
     if clash:
@@ -118,9 +133,21 @@ def compare_policies(
     output = best.result.cost.output
     floor = prompt_cost(best.result)
     rows: list[PolicyRow] = []
+    calibration = None
     for policy in chosen:
         step(policy.name)
-        rows.append(_row(replay(prepared, policy, model=model), policy.online, floor))
+        if isinstance(policy, AsRecorded) and recorded:
+            calibration = calibrate(prepared, model=model)  # its replay is the row's
+            t = calibration.total
+            row = dataclasses.replace(
+                _row(calibration.result, policy.online, floor),
+                real_cost=t.real_cost,
+                real_cache_read_tokens=t.real_cache_read_tokens,
+                real_cache_write_tokens=t.real_cache_write_tokens,
+            )
+        else:
+            row = _row(replay(prepared, policy, model=model), policy.online, floor)
+        rows.append(row)
     rows.append(dataclasses.replace(_row(best.result, False, floor), policy="optimum"))
     rows.append(
         PolicyRow("lower_bound", False, bound - output, (bound - output) / floor, 0, 0, 0, 0)
@@ -135,6 +162,8 @@ def compare_policies(
         tuple(rows),
         best,
         output,
+        calibration,
+        sum(1 for r in prepared.trace.requests if not r.output_known),
     )
 
 
@@ -221,4 +250,5 @@ def write_csv(rows: Sequence[Any], path: Path) -> Path:
         for row in rows:
             values = dataclasses.astuple(row)
             writer.writerow([str(v).lower() if isinstance(v, bool) else v for v in values])
+            # None is written as an empty field (csv's own rule): "not applicable here".
     return path

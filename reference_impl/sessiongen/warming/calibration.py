@@ -1,0 +1,209 @@
+"""Calibration: the replay of a trace as its client ran it, set beside what the provider
+really billed, request by request.
+
+A trace imported from agent logs can carry each request's real usage
+(`TraceRequest.recorded`). `calibrate` replays such a trace under `AsRecorded` (the TTL the
+usage shows, the client's own breakpoints) through the one cache model, and pairs each
+predicted usage with the recorded one. How far the two agree says how far to trust the
+policy table on this data, before trusting its ranking.
+
+Errors are reported two ways: totals as predicted / real (1.0 is exact), and the median of
+per-request absolute errors, each relative to the request's prompt tokens (so a request that
+really read nothing, and is predicted to read nothing, is no error, and one of 100 tokens
+off a 20,000-token prompt is 0.5%).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from .policies import DEFAULT_MODEL, AsRecorded
+from .replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
+from .traces import Trace
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One recorded request: real and predicted uncached input, cache reads and writes
+    (5m and 1h together), and the TTL the real usage shows (empty when nothing was
+    written)."""
+
+    request: int
+    session: str
+    at: float
+    ttl: str
+    prompt_tokens: int
+    real_input_tokens: int
+    predicted_input_tokens: int
+    real_cache_read_tokens: int
+    predicted_cache_read_tokens: int
+    real_cache_write_tokens: int
+    predicted_cache_write_tokens: int
+    real_cache_write_1h_tokens: int
+    """The 1h part of the writes (the rest is 5m)."""
+    predicted_cache_write_1h_tokens: int
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Predicted against real over a set of requests (a log, or the whole trace)."""
+
+    name: str
+    requests: int
+    real_cache_read_tokens: int
+    predicted_cache_read_tokens: int
+    real_cache_write_tokens: int
+    predicted_cache_write_tokens: int
+    real_input_tokens: int
+    predicted_input_tokens: int
+    real_cost: float
+    predicted_cost: float
+    """Prompt costs (USD, output excluded) of the same requests at the same prices."""
+    read_error: float
+    """Median per-request |predicted - real| cache reads over the request's prompt tokens."""
+    write_error: float
+    """The same for cache writes."""
+
+    @property
+    def read_ratio(self) -> float:
+        return _ratio(self.predicted_cache_read_tokens, self.real_cache_read_tokens)
+
+    @property
+    def write_ratio(self) -> float:
+        return _ratio(self.predicted_cache_write_tokens, self.real_cache_write_tokens)
+
+    @property
+    def input_ratio(self) -> float:
+        return _ratio(self.predicted_input_tokens, self.real_input_tokens)
+
+    @property
+    def cost_ratio(self) -> float:
+        return _ratio(self.predicted_cost, self.real_cost)
+
+
+def _ratio(predicted: float, real: float) -> float:
+    if real == 0:
+        return 1.0 if predicted == 0 else float("inf")
+    return predicted / real
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Every recorded request's real and predicted usage, and their agreement."""
+
+    trace: str
+    model: str
+    rows: tuple[CalibrationRow, ...]
+    total: Agreement
+    logs: tuple[Agreement, ...]
+    """One agreement per log: requests grouped by their session's root (the part before the
+    first `/`: a subagent counts with the session that started it)."""
+    result: ReplayResult
+    """The `as_recorded` replay the predictions come from (usage kept)."""
+
+    def line(self) -> str:
+        """The one-line summary the CLI prints."""
+        t = self.total
+        return (
+            f"calibration ({t.requests:,} requests with recorded usage): predicted / real "
+            f"cache reads {t.read_ratio:.3f}, cache writes {t.write_ratio:.3f}, uncached "
+            f"input {t.input_ratio:.3f}, prompt cost {t.cost_ratio:.3f}; median error per "
+            f"request: reads {t.read_error:.1%}, writes {t.write_error:.1%} of the prompt"
+        )
+
+
+def has_recorded_usage(trace: Trace) -> bool:
+    """Whether any request of `trace` carries the provider's real usage."""
+    return any(r.recorded is not None for r in trace.requests)
+
+
+def calibrate(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL) -> Calibration:
+    """Replay `trace` as recorded and set each prediction beside the real usage. Raises
+    ValueError when no request has recorded usage."""
+    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    requests = prepared.trace.requests
+    if not has_recorded_usage(prepared.trace):
+        raise ValueError(f"the trace {prepared.trace.name!r} has no recorded usage to compare")
+    result = replay(prepared, AsRecorded(), model=model, keep_usage=True)
+    assert result.usages is not None
+    rows = []
+    for i, (request, (usage, _)) in enumerate(zip(requests, result.usages, strict=True)):
+        real = request.recorded
+        if real is None:
+            continue
+        rows.append(
+            CalibrationRow(
+                request=i,
+                session=request.session,
+                at=request.at,
+                ttl=real.ttl or "",
+                prompt_tokens=request.input_tokens,
+                real_input_tokens=real.input_tokens,
+                predicted_input_tokens=usage.input_tokens,
+                real_cache_read_tokens=real.cache_read_tokens,
+                predicted_cache_read_tokens=usage.cache_read_input_tokens,
+                real_cache_write_tokens=real.cache_write_tokens,
+                predicted_cache_write_tokens=usage.cache_creation_input_tokens,
+                real_cache_write_1h_tokens=real.cache_write_1h_tokens,
+                predicted_cache_write_1h_tokens=usage.ephemeral_1h_input_tokens,
+            )
+        )
+    logs: dict[str, list[CalibrationRow]] = {}
+    for row in rows:
+        logs.setdefault(row.session.split("/", 1)[0], []).append(row)
+    return Calibration(
+        trace=prepared.trace.name,
+        model=result.model,
+        rows=tuple(rows),
+        total=agreement("all", rows, result.model),
+        logs=tuple(agreement(name, group, result.model) for name, group in logs.items()),
+        result=result,
+    )
+
+
+def agreement(name: str, rows: list[CalibrationRow], model: str) -> Agreement:
+    """Predicted against real over `rows`, both priced at `model`."""
+    real = TokenTotals(
+        input=sum(r.real_input_tokens for r in rows),
+        cache_write_5m=sum(r.real_cache_write_tokens - r.real_cache_write_1h_tokens for r in rows),
+        cache_write_1h=sum(r.real_cache_write_1h_tokens for r in rows),
+        cache_read=sum(r.real_cache_read_tokens for r in rows),
+    )
+    predicted = TokenTotals(
+        input=sum(r.predicted_input_tokens for r in rows),
+        cache_write_5m=sum(
+            r.predicted_cache_write_tokens - r.predicted_cache_write_1h_tokens for r in rows
+        ),
+        cache_write_1h=sum(r.predicted_cache_write_1h_tokens for r in rows),
+        cache_read=sum(r.predicted_cache_read_tokens for r in rows),
+    )
+    return Agreement(
+        name=name,
+        requests=len(rows),
+        real_cache_read_tokens=real.cache_read,
+        predicted_cache_read_tokens=predicted.cache_read,
+        real_cache_write_tokens=real.cache_write_5m + real.cache_write_1h,
+        predicted_cache_write_tokens=predicted.cache_write_5m + predicted.cache_write_1h,
+        real_input_tokens=real.input,
+        predicted_input_tokens=predicted.input,
+        real_cost=real.cost(model).total,
+        predicted_cost=predicted.cost(model).total,
+        read_error=_median_error(
+            [
+                (r.predicted_cache_read_tokens, r.real_cache_read_tokens, r.prompt_tokens)
+                for r in rows
+            ]
+        ),
+        write_error=_median_error(
+            [
+                (r.predicted_cache_write_tokens, r.real_cache_write_tokens, r.prompt_tokens)
+                for r in rows
+            ]
+        ),
+    )
+
+
+def _median_error(values: list[tuple[int, int, int]]) -> float:
+    errors = [abs(p - r) / n for p, r, n in values if n]
+    return statistics.median(errors) if errors else 0.0

@@ -1,0 +1,192 @@
+"""Calibration: a trace that carries the provider's recorded usage is replayed as its client
+ran it (`as_recorded`), and the experiment sets the prediction beside the real usage: a row
+with `real_` columns, `calibration.csv`, `calibration.png` and one printed line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from sessiongen.cli import main
+from sessiongen.warming.calibration import calibrate
+from sessiongen.warming.events import load_events
+from sessiongen.warming.policies import AsRecorded, History
+from sessiongen.warming.report import compare_policies
+from sessiongen.warming.traces import RecordedUsage, TraceFormatError, TraceRequest
+
+SYSTEM = {"id": "sys", "tokens": 12000, "breakpoint": True}
+
+
+def _line(session: str, at: float, blocks: list[dict[str, object]], **usage: int) -> str:
+    return json.dumps(
+        {"session": session, "timestamp": at, "output_tokens": 50, "blocks": blocks, "usage": usage}
+    )
+
+
+def _trace_file(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "recorded.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def two_sessions(tmp_path: Path, *, b_first_read: int) -> Path:
+    """Session a writes the shared system block and its own message; session b starts a
+    minute later and, as the provider billed it, reads `b_first_read` tokens."""
+    a1 = {"id": "a1", "tokens": 500}
+    b1 = {"id": "b1", "tokens": 300}
+    return _trace_file(
+        tmp_path,
+        [
+            _line("a", 0, [SYSTEM, a1], input_tokens=0, cache_write_5m_tokens=12500),
+            _line(
+                "b",
+                60,
+                [SYSTEM, b1],
+                input_tokens=0,
+                cache_read_tokens=b_first_read,
+                cache_write_5m_tokens=12300 - b_first_read,
+            ),
+            # An hour later: everything expired, written again (1h this time).
+            _line(
+                "a",
+                3660,
+                [SYSTEM, a1, {"id": "a2", "tokens": 700}],
+                input_tokens=0,
+                cache_write_1h_tokens=13200,
+            ),
+        ],
+    )
+
+
+def _run(trace: Path, out: Path) -> tuple[int, str, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        code = main(
+            [
+                "experiment",
+                "warming",
+                "--trace",
+                str(trace),
+                "--format",
+                "events",
+                "--out",
+                str(out),
+            ]
+        )
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_experiment_calibrates_a_recorded_trace(tmp_path: Path) -> None:
+    code, out, err = _run(two_sessions(tmp_path, b_first_read=12000), tmp_path / "out")
+    assert code == 0, err
+    rows = {row["policy"]: row for row in _rows(tmp_path / "out" / "policies.csv")}
+    recorded = rows["as_recorded"]
+    assert recorded["online"] == "true"
+    # The prediction equals the real usage here: b reads the system block a wrote.
+    assert recorded["real_cache_read_tokens"] == recorded["cache_read_tokens"] == "12000"
+    assert recorded["real_cache_write_tokens"] == recorded["cache_write_tokens"] == "26000"
+    assert float(recorded["real_cost"]) == pytest.approx(float(recorded["cost"]))
+    assert all(row["real_cost"] == "" for name, row in rows.items() if name != "as_recorded")
+    per_request = _rows(tmp_path / "out" / "calibration.csv")
+    assert [r["session"] for r in per_request] == ["a", "b", "a"]
+    assert [r["ttl"] for r in per_request] == ["5m", "5m", "1h"]
+    assert per_request[2]["predicted_cache_write_1h_tokens"] == "13200"
+    assert (tmp_path / "out" / "calibration.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    line = next(text for text in out.splitlines() if text.startswith("calibration"))
+    assert "cache reads 1.000, cache writes 1.000" in line
+    assert str(tmp_path / "out" / "calibration.csv") in out
+
+
+def test_a_real_usage_the_replay_cannot_reproduce_shows_as_error(tmp_path: Path) -> None:
+    """The provider billed b's first request no read (say its system prompt differed): the
+    replay still predicts the 12,000-token read, and the calibration says so."""
+    trace = load_events(two_sessions(tmp_path, b_first_read=0))
+    calibration = calibrate(trace)
+    total = calibration.total
+    assert total.real_cache_read_tokens == 0 and total.predicted_cache_read_tokens == 12000
+    assert total.read_ratio == float("inf")
+    assert (total.predicted_cache_write_tokens, total.real_cache_write_tokens) == (26000, 38000)
+    assert total.write_ratio == pytest.approx(26000 / 38000)
+    assert total.cost_ratio < 1
+    assert total.read_error == 0.0  # one request of three is off: the median is not
+    b = next(row for row in calibration.rows if row.session == "b")
+    assert (b.real_cache_read_tokens, b.predicted_cache_read_tokens) == (0, 12000)
+    table = compare_policies(trace)
+    row = table.row("as_recorded")
+    assert row.real_cache_read_tokens == 0 and row.cache_read_tokens == 12000
+
+
+def test_calibration_groups_subagents_with_their_log(tmp_path: Path) -> None:
+    lines = [
+        _line("s1", 0, [SYSTEM], input_tokens=0, cache_write_5m_tokens=12000),
+        _line(
+            "s1/agent-1",
+            10,
+            [SYSTEM, {"id": "x", "tokens": 9}],
+            input_tokens=0,
+            cache_read_tokens=12000,
+            cache_write_5m_tokens=9,
+        ),
+        _line("s2", 20, [{"id": "other", "tokens": 2000}], input_tokens=2000),
+    ]
+    calibration = calibrate(load_events(_trace_file(tmp_path, lines)))
+    assert [(log.name, log.requests) for log in calibration.logs] == [("s1", 2), ("s2", 1)]
+
+
+def test_as_recorded_reads_the_ttl_off_the_usage() -> None:
+    policy = AsRecorded()
+
+    def decide(session: str, **usage: int) -> str | None:
+        recorded = RecordedUsage(
+            usage.get("input", 0), usage.get("read", 0), usage.get("w5", 0), usage.get("w1", 0), 1
+        )
+        request = TraceRequest(session, 0.0, (1,), (recorded.prompt_tokens or 1,), 1, (), recorded)
+        return policy.decide(request, History(0, 0, None, 0, 0)).ttl
+
+    assert decide("s", w1=100, w5=50) == "1h"
+    assert decide("s", read=100) == "1h"  # a full read keeps the session's TTL
+    assert decide("t", read=100) == "5m"  # none seen yet
+    assert decide("t", w5=10) == "5m"
+    assert decide("u", input=2000) is None  # no read and no write: no breakpoint was sent
+
+
+def test_the_events_format_reads_breakpoints_and_usage(tmp_path: Path) -> None:
+    trace = load_events(two_sessions(tmp_path, b_first_read=12000))
+    first = trace.requests[0]
+    assert first.breakpoints == (0,) and first.marks == (0, 1)
+    assert first.recorded == RecordedUsage(0, 0, 12500, 0, 50)
+
+
+def test_a_usage_that_does_not_add_up_is_named_by_line(tmp_path: Path) -> None:
+    path = _trace_file(tmp_path, [_line("a", 0, [SYSTEM], input_tokens=10)])
+    with pytest.raises(TraceFormatError, match=r"recorded.jsonl:1: usage: adds up to 10"):
+        load_events(path)
+
+
+def test_too_many_breakpoints_are_named_by_line(tmp_path: Path) -> None:
+    blocks = [{"id": k, "tokens": 10, "breakpoint": True} for k in range(5)]
+    path = _trace_file(tmp_path, [_line("a", 0, blocks, input_tokens=50)])
+    with pytest.raises(TraceFormatError, match=r":1: blocks: .*at most 4 breakpoints"):
+        load_events(path)
+
+
+def test_a_trace_without_recorded_usage_has_no_calibration(tmp_path: Path) -> None:
+    path = tmp_path / "plain.jsonl"
+    path.write_text(
+        json.dumps({"session": "a", "timestamp": 0, "output_tokens": 1, "blocks": [SYSTEM]}) + "\n",
+        encoding="utf-8",
+    )
+    code, out, err = _run(path, tmp_path / "out")
+    assert code == 0, err
+    assert "calibration" not in out
+    assert not (tmp_path / "out" / "calibration.csv").exists()
+    assert "as_recorded" not in {row["policy"] for row in _rows(tmp_path / "out" / "policies.csv")}

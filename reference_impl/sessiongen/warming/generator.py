@@ -124,7 +124,9 @@ def _session(
                 previous, content = prefix_tokens, mix.summary_tokens + content
             blocks, tokens = chain.extend(session, previous, content)
             carried = round(mix.output_tokens.draw(rng))
-            requests.append(TraceRequest(session, at, blocks, tokens, carried))
+            requests.append(
+                TraceRequest(session, at, blocks, tokens, carried, engine_breakpoints(len(blocks)))
+            )
             if call < calls - 1:
                 at += mix.step_gap_s.draw(rng)
         if turn == mix.max_turns - 1 or rng.random() < mix.end_p:
@@ -135,3 +137,11 @@ def _session(
         else:
             at += mix.short_gap_s.draw(rng)
     return requests
+
+
+def engine_breakpoints(blocks: int) -> tuple[int, ...]:
+    """Where the engine's default cache policy (`cache_policy.previous_tail`) marks a
+    generated prompt of `blocks` blocks besides its last: the agent prefix (tools and system,
+    block 0) and the block that ended the previous call (the one before the last, since each
+    call appends one block)."""
+    return tuple(sorted({0, blocks - 2} - {blocks - 1})) if blocks > 1 else ()

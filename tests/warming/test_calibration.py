@@ -190,3 +190,30 @@ def test_a_trace_without_recorded_usage_has_no_calibration(tmp_path: Path) -> No
     assert "calibration" not in out
     assert not (tmp_path / "out" / "calibration.csv").exists()
     assert "as_recorded" not in {row["policy"] for row in _rows(tmp_path / "out" / "policies.csv")}
+
+
+def test_gap_outcomes_read_the_ttl_boundary_off_the_record(tmp_path: Path) -> None:
+    """Gaps of 280 s and 320 s after a 5m write: the record shows a hit, then a miss, and
+    the boundary says an entry lived at least 280 s and lingered at most 20 s."""
+    a1, a2, a3 = ({"id": f"a{k}", "tokens": 100} for k in range(3))
+    lines = [
+        _line("a", 0, [SYSTEM, a1], input_tokens=0, cache_write_5m_tokens=12100),
+        _line(
+            "a",
+            280,
+            [SYSTEM, a1, a2],
+            input_tokens=0,
+            cache_read_tokens=12100,
+            cache_write_5m_tokens=100,
+        ),
+        _line("a", 600, [SYSTEM, a1, a2, a3], input_tokens=0, cache_write_5m_tokens=12300),
+    ]
+    from sessiongen.warming.calibration import gap_outcomes, ttl_boundary
+
+    outcomes = gap_outcomes(load_events(_trace_file(tmp_path, lines)))
+    assert [(o.gap, o.outcome) for o in outcomes] == [(280.0, "hit"), (320.0, "miss")]
+    boundary = ttl_boundary(outcomes, "5m")
+    assert (boundary.longest_hit, boundary.shortest_miss) == (280.0, 320.0)
+    assert (boundary.hits_within_ttl, boundary.misses_past_ttl) == (1, 1)
+    assert boundary.linger_at_most == 20.0
+    assert ttl_boundary(outcomes, "1h").gaps == 0

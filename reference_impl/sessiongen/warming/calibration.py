@@ -18,6 +18,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from ..cache import TTL_SECONDS
 from .policies import DEFAULT_MODEL, AsRecorded
 from .replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
 from .traces import Trace
@@ -207,3 +208,109 @@ def agreement(name: str, rows: list[CalibrationRow], model: str) -> Agreement:
 def _median_error(values: list[tuple[int, int, int]]) -> float:
     errors = [abs(p - r) / n for p, r, n in values if n]
     return statistics.median(errors) if errors else 0.0
+
+
+@dataclass(frozen=True)
+class GapOutcome:
+    """What the provider did with a session's cached prompt across one gap: request
+    `request` came `gap` seconds after its session's previous request, which was written or
+    read with `ttl`, and really read `real_read` of the `previous_tokens` that request
+    sent."""
+
+    request: int
+    session: str
+    gap: float
+    ttl: str
+    previous_tokens: int
+    real_read: int
+
+    @property
+    def outcome(self) -> str:
+        """`hit`: the whole previous prompt was read; `partial`: a shorter prefix (another
+        session's system prompt, an earlier breakpoint); `miss`: nothing."""
+        if self.real_read >= self.previous_tokens:
+            return "hit"
+        return "partial" if self.real_read else "miss"
+
+
+def gap_outcomes(trace: Trace) -> list[GapOutcome]:
+    """Every recorded request whose session's previous request is recorded too, extended by
+    it (its prompt starts with the previous one's blocks), and cached (it read or wrote):
+    the real record of whether an entry outlived a gap."""
+    last: dict[str, int] = {}
+    ttl_of: dict[str, str] = {}
+    rows: list[GapOutcome] = []
+    requests = trace.requests
+    for i, request in enumerate(requests):
+        p = last.get(request.session)
+        last[request.session] = i
+        real = request.recorded
+        if real is None:
+            continue
+        previous_ttl = ttl_of.get(request.session)
+        if real.ttl is not None:
+            ttl_of[request.session] = real.ttl
+        elif real.cache_read_tokens and previous_ttl is None:
+            ttl_of[request.session] = "5m"
+        if p is None or previous_ttl is None:
+            continue
+        before = requests[p]
+        if before.recorded is None or request.blocks[: len(before.blocks)] != before.blocks:
+            continue
+        rows.append(
+            GapOutcome(
+                request=i,
+                session=request.session,
+                gap=request.at - before.at,
+                ttl=previous_ttl,
+                previous_tokens=before.input_tokens,
+                real_read=real.cache_read_tokens,
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class TtlBoundary:
+    """Where the real record puts an entry's end, for gaps after a write or read of `ttl`.
+
+    `longest_hit` is the longest gap after which the whole previous prompt was still read,
+    `shortest_miss` the shortest after which it was not (None when there is none). An entry
+    lives at least `longest_hit` seconds; past the TTL, the data bounds the linger: at least
+    `longest_hit - ttl` (when positive) and at most `shortest_miss - ttl` among misses beyond
+    the TTL."""
+
+    ttl: str
+    gaps: int
+    hits: int
+    misses: int
+    longest_hit: float | None
+    shortest_miss: float | None
+    hits_within_ttl: int
+    misses_within_ttl: int
+    hits_past_ttl: int
+    misses_past_ttl: int
+    linger_at_most: float | None
+
+
+def ttl_boundary(outcomes: list[GapOutcome], ttl: str = "5m") -> TtlBoundary:
+    """The boundary the outcomes of gaps after `ttl` entries show (partial reads count as
+    misses of the session's own entry)."""
+    life = TTL_SECONDS[ttl]
+    rows = [o for o in outcomes if o.ttl == ttl]
+    hits = [o.gap for o in rows if o.outcome == "hit"]
+    misses = [o.gap for o in rows if o.outcome != "hit"]
+    late_misses = [g for g in misses if g > life]
+    return TtlBoundary(
+        ttl=ttl,
+        gaps=len(rows),
+        hits=len(hits),
+        misses=len(misses),
+        longest_hit=max(hits, default=None),
+        shortest_miss=min(misses, default=None),
+        hits_within_ttl=sum(1 for g in hits if g <= life),
+        misses_within_ttl=sum(1 for g in misses if g <= life),
+        hits_past_ttl=sum(1 for g in hits if g > life),
+        misses_past_ttl=len(late_misses),
+        linger_at_most=min(late_misses) - life if late_misses else None,
+    )

@@ -214,8 +214,8 @@ def _median_error(values: list[tuple[int, int, int]]) -> float:
 class GapOutcome:
     """What the provider did with a session's cached prompt across one gap: request
     `request` came `gap` seconds after its session's previous request, which was written or
-    read with `ttl`, and really read `real_read` of the `previous_tokens` that request
-    sent."""
+    read with `ttl` and left `previous_tokens` in the cache (what it read plus what it
+    wrote, by its own recorded usage), and it really read `real_read`."""
 
     request: int
     session: str
@@ -226,17 +226,17 @@ class GapOutcome:
 
     @property
     def outcome(self) -> str:
-        """`hit`: the whole previous prompt was read; `partial`: a shorter prefix (another
-        session's system prompt, an earlier breakpoint); `miss`: nothing."""
+        """`hit`: all the previous request left cached was read; `partial`: a shorter
+        prefix (another session's system prompt, an earlier breakpoint); `miss`: nothing."""
         if self.real_read >= self.previous_tokens:
             return "hit"
         return "partial" if self.real_read else "miss"
 
 
 def gap_outcomes(trace: Trace) -> list[GapOutcome]:
-    """Every recorded request whose session's previous request is recorded too, extended by
-    it (its prompt starts with the previous one's blocks), and cached (it read or wrote):
-    the real record of whether an entry outlived a gap."""
+    """Every recorded request whose session's previous request is recorded too, left
+    something cached, and is extended by this one (its prompt starts with the previous one's
+    blocks): the real record of whether an entry outlived a gap."""
     last: dict[str, int] = {}
     ttl_of: dict[str, str] = {}
     rows: list[GapOutcome] = []
@@ -255,7 +255,11 @@ def gap_outcomes(trace: Trace) -> list[GapOutcome]:
         if p is None or previous_ttl is None:
             continue
         before = requests[p]
-        if before.recorded is None or request.blocks[: len(before.blocks)] != before.blocks:
+        cached = before.recorded
+        if cached is None or request.blocks[: len(before.blocks)] != before.blocks:
+            continue
+        left = cached.cache_read_tokens + cached.cache_write_tokens
+        if not left:
             continue
         rows.append(
             GapOutcome(
@@ -263,7 +267,7 @@ def gap_outcomes(trace: Trace) -> list[GapOutcome]:
                 session=request.session,
                 gap=request.at - before.at,
                 ttl=previous_ttl,
-                previous_tokens=before.input_tokens,
+                previous_tokens=left,
                 real_read=real.cache_read_tokens,
             )
         )

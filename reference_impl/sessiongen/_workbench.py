@@ -290,7 +290,7 @@ def run(
                 from .evidence import contract_tables
 
                 with tempfile.TemporaryDirectory(prefix="sessiongen-evidence-") as scratch:
-                    asyncio.run(contract_tables(Path(scratch)))
+                    asyncio.run(contract_tables(Path(scratch), root))
             report.seconds["evidence"] = time.monotonic() - started
             bar.advance(task)
             written = ", ".join(shown(p, root) for p in report.evidence) or "nothing (--check)"

@@ -19,7 +19,15 @@ from .lab import PROVIDER_MODELS, PROVIDERS, EmulatorLab, LoggedUsage, Provider,
 from .model import TextPart, UserMessage
 from .parity import WireRequest, diff
 from .sample import SAMPLE_AGENT
-from .warming.formats import load_trace
+from .warming.calibration import (
+    Calibration,
+    TtlBoundary,
+    agreement,
+    calibrate,
+    gap_outcomes,
+    ttl_boundary,
+)
+from .warming.formats import TraceFormat, load_trace
 from .warming.generator import generate_sessions
 from .warming.mooncake import shared_mooncake_dir
 from .warming.report import compare_policies, sweep_intervals
@@ -562,6 +570,107 @@ def warming_tables() -> dict[str, str]:
     return tables
 
 
+REAL_LOGS = Path("tests/warming/fixtures/real")
+"""Real agent logs committed as fixtures (their README names each one's source), one
+directory per log under a directory per format, from the repository's root."""
+
+
+def real_logs(root: Path) -> list[tuple[str, Path, TraceFormat]]:
+    """Each committed real log: its name, its path and its format, formats then names in
+    order."""
+    logs: list[tuple[str, Path, TraceFormat]] = []
+    formats: tuple[TraceFormat, ...] = ("claude-code", "opencode")
+    for format in formats:
+        base = root / REAL_LOGS / format
+        for path in sorted(p for p in base.iterdir() if p.is_dir()):
+            logs.append((path.name, path, format))
+    return logs
+
+
+@dataclass(frozen=True)
+class LogCalibration:
+    """One real log replayed as recorded, against what the provider billed it."""
+
+    log: str
+    format: str
+    requests: int
+    sessions: int
+    calibration: Calibration
+    boundary: TtlBoundary
+
+
+def calibrate_real_logs(root: Path) -> list[LogCalibration]:
+    """Every committed real log's calibration and the TTL boundary its gaps show."""
+    rows = []
+    for name, path, format in real_logs(root):
+        trace = load_trace(path, format)
+        rows.append(
+            LogCalibration(
+                name,
+                format,
+                len(trace.requests),
+                len(trace.sessions()),
+                calibrate(trace),
+                ttl_boundary(gap_outcomes(trace), "5m"),
+            )
+        )
+    return rows
+
+
+def _ratio_cell(value: float) -> str:
+    return "n/a (real 0)" if value == float("inf") else f"{value:.3f}"
+
+
+def calibration_table(rows: list[LogCalibration]) -> str:
+    """SG-REPLAY-1's table, as markdown: per real log and in total, the replay as recorded
+    against the provider's bill (predicted / real)."""
+    lines = [
+        "| log | format | requests | sessions | cache reads | cache writes | prompt cost "
+        "| median error, reads | median error, writes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        t = row.calibration.total
+        lines.append(
+            f"| {row.log} | {row.format} | {row.requests:,} | {row.sessions:,} "
+            f"| {_ratio_cell(t.read_ratio)} | {_ratio_cell(t.write_ratio)} "
+            f"| {_ratio_cell(t.cost_ratio)} | {t.read_error:.1%} | {t.write_error:.1%} |"
+        )
+    every = [r for row in rows for r in row.calibration.rows]
+    if every:
+        total = agreement("all", every, rows[0].calibration.model)
+        lines.append(
+            f"| **all** | | {sum(r.requests for r in rows):,} | {sum(r.sessions for r in rows):,} "
+            f"| {_ratio_cell(total.read_ratio)} | {_ratio_cell(total.write_ratio)} "
+            f"| {_ratio_cell(total.cost_ratio)} | {total.read_error:.1%} "
+            f"| {total.write_error:.1%} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def ttl_boundary_table(rows: list[LogCalibration]) -> str:
+    """What the real logs' gaps show of the 5m TTL, as markdown: per log, gaps after a 5m
+    write or read, the longest that still read everything, the shortest that did not."""
+
+    def seconds(value: float | None) -> str:
+        return "—" if value is None else f"{value:,.0f} s"
+
+    lines = [
+        "| log | gaps | hits | misses | longest hit | shortest miss | hits past 300 s "
+        "| misses within 300 s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        b = row.boundary
+        if not b.gaps:
+            continue
+        lines.append(
+            f"| {row.log} | {b.gaps} | {b.hits} | {b.misses} | {seconds(b.longest_hit)} "
+            f"| {seconds(b.shortest_miss)} | {b.hits_past_ttl} | {b.misses_within_ttl} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _tools_policy_providers(rows: list[ProviderPolicyRow]) -> str:
     return (
         tools_policy_matrix_table(rows)
@@ -570,10 +679,14 @@ def _tools_policy_providers(rows: list[ProviderPolicyRow]) -> str:
     )
 
 
-async def contract_tables(scratch: Path) -> dict[str, str]:
-    """Every generated table of the contract: file name -> markdown."""
+async def contract_tables(scratch: Path, root: Path) -> dict[str, str]:
+    """Every generated table of the contract: file name -> markdown (`root`: the
+    repository, for its committed real logs)."""
+    logs = calibrate_real_logs(root)
     return {
         **warming_tables(),
+        "calibration-real-logs.md": calibration_table(logs),
+        "ttl-boundary-real-logs.md": ttl_boundary_table(logs),
         "tools-policy.md": tools_policy_table(
             await measure_tools_policies(scratch / "policies", later_turns=2)
         ),
@@ -591,7 +704,7 @@ async def write_contract_tables(root: Path, scratch: Path) -> list[Path]:
     out = root / EVIDENCE_DIR
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in (await contract_tables(scratch)).items():
+    for name, text in (await contract_tables(scratch, root)).items():
         (out / name).write_text(text, encoding="utf-8")
         written.append(out / name)
     return written

@@ -78,7 +78,7 @@ ROOT = Path(__file__).resolve().parents[2]
 async def test_the_contracts_tables_are_the_fresh_measurement(tmp_path: Path) -> None:
     """Every figure of the contract's measured tables is generated: the committed tables equal
     a fresh run of the evidence (regenerate with `uv run python -m sessiongen.evidence`)."""
-    fresh = await contract_tables(tmp_path)
+    fresh = await contract_tables(tmp_path, ROOT)
     contract = (ROOT / "contract" / "session-generate.md").read_text()
     for name, table in fresh.items():
         committed = (ROOT / EVIDENCE_DIR / name).read_text()

@@ -34,25 +34,28 @@ def test_claude_code_directory_loads_exactly() -> None:
     rows = [(r.session, r.at, r.blocks, r.block_tokens, r.output_tokens) for r in trace.requests]
     assert rows == [
         # msg 1 is two lines (thinking, tool_use): one request, the larger output; sent when
-        # the user prompt was logged (09:00:00), not when the answer was.
-        (SESSION_A, 0.0, (0,), (15214,), 188),
-        (SESSION_A, 5.4, (0, 1), (15214, 1833), 412),
-        (SESSION_B, 120.0, (2,), (17212,), 150),
-        (f"{SESSION_B}/a7f3e21", 123.5, (3,), (6005,), 220),  # the subagent's own session
-        (f"{SESSION_B}/a7f3e21", 126.8, (3, 4), (6005, 904), 310),
-        (SESSION_B, 132.0, (2, 5), (17212, 703), 260),
-        (SESSION_A, 270.0, (0, 1, 6), (15214, 1833, 526), 95),
-        # after the compaction the prompt is smaller: a reset, one new block; the
-        # <synthetic> message after it made no call.
-        (SESSION_A, 1201.0, (7,), (15309,), 300),
+        # the user prompt was logged (09:00:00), not when the answer was. Session B's first
+        # call reads 14,800 tokens an earlier session wrote: the main agent's shared system +
+        # tools prefix, block 0 of every main session's prompt (A's too, which wrote it).
+        (SESSION_A, 0.0, (0, 1), (14800, 414), 188),
+        (SESSION_A, 5.4, (0, 1, 2), (14800, 414, 1833), 412),
+        (SESSION_B, 120.0, (0, 4), (14800, 2412), 150),
+        # the subagent's own session; its first call read nothing, so no prefix is known
+        (f"{SESSION_B}/a7f3e21", 123.5, (5,), (6005,), 220),
+        (f"{SESSION_B}/a7f3e21", 126.8, (5, 6), (6005, 904), 310),
+        (SESSION_B, 132.0, (0, 4, 7), (14800, 2412, 703), 260),
+        (SESSION_A, 270.0, (0, 1, 2, 8), (14800, 414, 1833, 526), 95),
+        # after the compaction the prompt is smaller: a reset that keeps the shared system
+        # prefix and adds one new block; the <synthetic> message after it made no call.
+        (SESSION_A, 1201.0, (0, 9), (14800, 509), 300),
     ]
 
 
 def test_claude_code_single_file() -> None:
     trace = load_trace(CLAUDE / "-home-dev-shop" / f"{SESSION_B}.jsonl", "claude-code")
     assert [(r.session, r.at, r.block_tokens) for r in trace.requests] == [
-        (SESSION_B, 0.0, (17212,)),
-        (SESSION_B, 12.0, (17212, 703)),
+        (SESSION_B, 0.0, (14800, 2412)),  # its first read: the shared system + tools prefix
+        (SESSION_B, 12.0, (14800, 2412, 703)),
     ]
 
 
@@ -128,14 +131,16 @@ def test_opencode_directory_loads_exactly() -> None:
     trace = load_trace(FIXTURES / "opencode", "opencode")
     rows = [(r.session, r.at, r.blocks, r.block_tokens, r.output_tokens) for r in trace.requests]
     assert rows == [
-        # one step per assistant message: input + cache read + cache write, output + reasoning
-        (OPENCODE_A, 0.0, (0,), (15020,), 95),
-        (OPENCODE_A, 3.05, (0, 1), (15020, 1348), 304),
-        (OPENCODE_A, 299.85, (0, 1, 2), (15020, 1348, 409), 120),
+        # one step per assistant message: input + cache read + cache write, output +
+        # reasoning. Session B's first call reads 14,000 tokens session A wrote: the shared
+        # system + tools prefix, block 0 of both sessions.
+        (OPENCODE_A, 0.0, (0, 1), (14000, 1020), 95),
+        (OPENCODE_A, 3.05, (0, 1, 2), (14000, 1020, 1348), 304),
+        (OPENCODE_A, 299.85, (0, 1, 2, 3), (14000, 1020, 1348, 409), 120),
         # the aborted message with no usage made no call; session B's one message has two
         # steps: the second is sent when the first step's tool run ended (09:10:09)
-        (OPENCODE_B, 600.15, (3,), (15120,), 230),
-        (OPENCODE_B, 608.65, (3, 4), (15120, 1904), 310),
+        (OPENCODE_B, 600.15, (0, 5), (14000, 1120), 230),
+        (OPENCODE_B, 608.65, (0, 5, 6), (14000, 1120, 1904), 310),
     ]
 
 

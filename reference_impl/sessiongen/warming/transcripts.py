@@ -51,6 +51,23 @@ class _Call:
         return self.recorded.prompt_tokens
 
 
+# A first cache read at most this many tokens below an earlier prompt of another session (one
+# model) read that prompt: Claude Code's compaction agent forks the conversation and reads
+# the last prompt less its final token (166,758 of 166,759 in a real 2.1 log).
+FORK_SLACK = 16
+
+_Prompt = tuple[int, tuple[int, ...], tuple[int, ...]]  # prompt tokens, blocks, block tokens
+
+
+def _fork_source(latest: dict[str, _Prompt], session: str, read: int) -> tuple[str, _Prompt] | None:
+    """The most recent other session whose latest prompt the first `read` tokens are."""
+    found = None
+    for other, prompt in latest.items():  # insertion order: the most recent prompt last
+        if other != session and read > 0 and 0 <= prompt[0] - read <= FORK_SLACK:
+            found = (other, prompt)
+    return found
+
+
 @dataclass(slots=True)
 class _Layout:
     """Turns calls, in time order, into prompt blocks: the session chain plus the prefixes
@@ -60,22 +77,22 @@ class _Layout:
     chain: SegmentChain = field(default_factory=SegmentChain)
     shared: dict[str, int] = field(default_factory=dict)  # agent -> the prefix's block id
     keep: dict[str, int] = field(default_factory=dict)  # session -> tokens a reset keeps
-    latest: dict[tuple[str, int], tuple[str, tuple[int, ...], tuple[int, ...]]] = field(
-        default_factory=dict
-    )  # (model, prompt tokens) -> (session, blocks, block tokens) of the latest such prompt
+    latest: dict[str, dict[str, _Prompt]] = field(default_factory=dict)  # model -> session ->
 
     def blocks(self, call: _Call) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
         """The call's blocks and block tokens, and whether block 0 is a shared system prefix."""
         session, prompt = call.session, call.prompt_tokens
+        latest = self.latest.setdefault(call.model, {})
         if session not in self.keep:  # the session's first call
             self.keep[session] = 0
             read = call.recorded.cache_read_tokens
-            fork = self.latest.get((call.model, read))
+            fork = _fork_source(latest, session, read)
             prefix = self.prefixes.get(call.agent, 0)
-            if read > 0 and fork is not None and fork[0] != session:
-                self.chain.set(session, fork[1], fork[2])
-                blocks, tokens = self.chain.extend(session, read, prompt - read)
-                self.keep[session] = self.keep.get(fork[0], 0)
+            if fork is not None and fork[1][0] <= prompt:
+                source, (shared, source_blocks, source_tokens) = fork
+                self.chain.set(session, source_blocks, source_tokens)
+                blocks, tokens = self.chain.extend(session, shared, prompt - shared)
+                self.keep[session] = self.keep.get(source, 0)
             elif prefix and prompt >= prefix:
                 block = self.shared.setdefault(call.agent, self.chain.new_id())
                 self.chain.set(session, (block,), (prefix,))
@@ -85,27 +102,28 @@ class _Layout:
                 blocks, tokens = self.chain.grow(session, prompt)
         else:
             blocks, tokens = self.chain.grow(session, prompt, self.keep[session])
-        self.latest[(call.model, prompt)] = (session, blocks, tokens)
+        latest.pop(session, None)  # re-insert: the most recent prompt last
+        latest[session] = (prompt, blocks, tokens)
         shared = bool(self.keep[session]) and tokens[0] == self.keep[session]
         return blocks, tokens, shared
 
 
 def _shared_prefixes(calls: list[_Call]) -> dict[str, int]:
     """Each agent's shared system + tools prefix: the smallest first cache read of its sessions
-    (at least `MIN_SHARED_PREFIX`), leaving out a read that is exactly an earlier prompt of
-    another session of the same model (that session's whole prompt, not a system prefix).
+    (at least `MIN_SHARED_PREFIX`), leaving out a read that is an earlier prompt of another
+    session of the same model (a fork: that session's whole prompt, not a system prefix).
     `calls` are in time order."""
     prefixes: dict[str, int] = {}
-    seen: set[str] = set()
-    prompts: dict[tuple[str, int], str] = {}  # (model, prompt tokens) -> a session that sent it
+    latest: dict[str, dict[str, _Prompt]] = {}
     for call in calls:
-        if call.session not in seen:
-            seen.add(call.session)
+        prompts = latest.setdefault(call.model, {})
+        if call.session not in prompts:
             read = call.recorded.cache_read_tokens
-            forked = prompts.get((call.model, read), call.session) != call.session
+            forked = _fork_source(prompts, call.session, read) is not None
             if read >= MIN_SHARED_PREFIX and not forked:
                 prefixes[call.agent] = min(read, prefixes.get(call.agent, read))
-        prompts[(call.model, call.prompt_tokens)] = call.session
+        prompts.pop(call.session, None)
+        prompts[call.session] = (call.prompt_tokens, (), ())
     return prefixes
 
 

@@ -173,3 +173,110 @@ def test_opencode_a_bad_export_names_the_field(tmp_path: Path) -> None:
     path.write_text(json.dumps({"info": {"id": "ses_x"}, "messages": [message]}))
     with pytest.raises(TraceFormatError, match=r"s.json: messages.0.parts.0.type: Field required"):
         load_trace(path, "opencode")
+
+
+def test_claude_code_keeps_the_5m_and_1h_write_split(tmp_path: Path) -> None:
+    """Claude Code 2.x logs write with 1h TTLs on some plans: the split is kept per request."""
+    usage = {
+        "input_tokens": 3,
+        "output_tokens": 10,
+        "cache_creation_input_tokens": 8037,
+        "cache_read_input_tokens": 17842,
+        "cache_creation": {"ephemeral_5m_input_tokens": 37, "ephemeral_1h_input_tokens": 8000},
+    }
+    line = {
+        "type": "assistant",
+        "timestamp": "2026-02-11T20:36:47Z",
+        "message": {"id": "m1", "stop_reason": "tool_use", "usage": usage},
+    }
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    (request,) = load_trace(path, "claude-code").requests
+    assert request.recorded is not None
+    assert (request.recorded.cache_write_5m_tokens, request.recorded.cache_write_1h_tokens) == (
+        37,
+        8000,
+    )
+    assert request.recorded.ttl == "1h"
+    assert (request.output_known, request.recorded.output_tokens) == (True, 10)
+
+
+def _assistant(
+    session: str, uuid: str, at: str, prompt: tuple[int, int, int], **extra: object
+) -> str:
+    inp, read, write = prompt
+    usage = {
+        "input_tokens": inp,
+        "output_tokens": 5,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": write,
+    }
+    message = {"id": f"msg_{uuid}", "model": "claude-opus-4-6", "usage": usage}
+    line = {"type": "assistant", "sessionId": session, "uuid": uuid, "timestamp": at}
+    return json.dumps({**line, "message": message, **extra})
+
+
+def test_claude_code_a_first_read_just_below_another_prompt_forks_it(tmp_path: Path) -> None:
+    """A compaction agent reads the main conversation's last prompt less its final token: its
+    prompt shares all the main session's blocks, not a system prefix."""
+    lines = [
+        _assistant("s", "a1", "2026-02-11T21:00:00Z", (3, 0, 20000)),
+        _assistant("s", "a2", "2026-02-11T21:00:05Z", (3, 20000, 1000)),  # prompt 21,003
+        _assistant(
+            "s",
+            "c1",
+            "2026-02-11T21:00:09Z",
+            (3, 21002, 2000),  # reads 21,002 of the main session's 21,003
+            isSidechain=True,
+            agentId="acompact-1",
+        ),
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    _, main, compact = load_trace(path, "claude-code").requests
+    assert compact.session == "s/acompact-1"
+    assert main.block_tokens == (20003, 1000)
+    assert compact.blocks[:2] == main.blocks  # the whole main prompt, then its own block
+    assert compact.block_tokens == (20003, 1000, 2002)
+
+
+def _opencode_export(provider: str, model: str, steps: list[tuple[int, int]]) -> str:
+    parts = [
+        {"type": "step-finish", "tokens": {"input": inp, "output": 1, "cache": {"read": read}}}
+        for inp, read in steps
+    ]
+    info = {
+        "id": "msg_1",
+        "role": "assistant",
+        "time": {"created": 1000},
+        "providerID": provider,
+        "modelID": model,
+    }
+    return json.dumps({"info": {"id": "ses_x"}, "messages": [{"info": info, "parts": parts}]})
+
+
+def test_opencode_input_excludes_reads_on_anthropic_routes_whatever_the_figures(
+    tmp_path: Path,
+) -> None:
+    """opencode's getUsage takes the Anthropic and Bedrock SDKs' inputTokens, which exclude the
+    cache, as is: there the prompt is input + reads even when input >= reads."""
+    path = tmp_path / "s.json"
+    path.write_text(_opencode_export("anthropic", "claude-sonnet-4-5", [(5000, 4000)]))
+    (request,) = load_trace(path, "opencode").requests
+    assert request.input_tokens == 9000
+    path.write_text(_opencode_export("openai", "gpt-5", [(5000, 4000)]))
+    (request,) = load_trace(path, "opencode").requests
+    assert request.input_tokens == 5000  # another route: input includes the 4,000 read
+    path.write_text(_opencode_export("openai", "gpt-5", [(5000, 4000), (30, 9000)]))
+    first, second = load_trace(path, "opencode").requests
+    assert (first.input_tokens, second.input_tokens) == (9000, 9030)  # 30 < 9,000: excluded
+
+
+def test_opencode_marks_breakpoints_only_on_anthropic_family_routes(tmp_path: Path) -> None:
+    """opencode's applyCaching marks the first two system messages and the last two others for
+    Anthropic and Bedrock and for a Claude model through any provider; not elsewhere."""
+    path = tmp_path / "s.json"
+    path.write_text(_opencode_export("openrouter", "anthropic/claude-sonnet-4", [(10, 0), (20, 0)]))
+    assert [r.breakpoints for r in load_trace(path, "opencode").requests] == [(0,), (0, 1)]
+    path.write_text(_opencode_export("openai", "gpt-5", [(10, 0), (20, 0)]))
+    assert [r.breakpoints for r in load_trace(path, "opencode").requests] == [(), ()]

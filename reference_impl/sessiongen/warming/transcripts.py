@@ -9,9 +9,10 @@ reset (compaction, a cleared context: one new block after the shared system pref
 Sessions of one agent (one model, main conversation or subagent) share their system + tools
 prefix: its size is read off the real usage, the smallest first cache read of the agent's
 sessions (a session's first call can only read what an earlier session wrote). A session
-whose first read is exactly an earlier prompt of another session of the same model (a
-compaction agent forking the conversation) shares that whole prompt instead. Every request
-carries the provider's recorded usage and the breakpoints the client placed.
+whose first read is, to within `FORK_SLACK` tokens, the latest prompt of another session of
+the same model (a compaction agent forking the conversation) shares that whole prompt
+instead. Every request carries the provider's recorded usage and the breakpoints the client
+placed, and says whether its output count is real.
 docs/traces.md lists what is read and what is inferred.
 """
 
@@ -77,7 +78,8 @@ class _Layout:
     chain: SegmentChain = field(default_factory=SegmentChain)
     shared: dict[str, int] = field(default_factory=dict)  # agent -> the prefix's block id
     keep: dict[str, int] = field(default_factory=dict)  # session -> tokens a reset keeps
-    latest: dict[str, dict[str, _Prompt]] = field(default_factory=dict)  # model -> session ->
+    # model -> session -> its latest prompt, the most recent session last
+    latest: dict[str, dict[str, _Prompt]] = field(default_factory=dict)
 
     def blocks(self, call: _Call) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
         """The call's blocks and block tokens, and whether block 0 is a shared system prefix."""

@@ -240,10 +240,15 @@ def test_claude_code_a_first_read_just_below_another_prompt_forks_it(tmp_path: P
     assert compact.block_tokens == (20003, 1000, 2002)
 
 
-def _opencode_export(provider: str, model: str, steps: list[tuple[int, int]]) -> str:
+def _opencode_export(
+    provider: str, model: str, steps: list[tuple[int, int, int]], version: str | None = None
+) -> str:
     parts = [
-        {"type": "step-finish", "tokens": {"input": inp, "output": 1, "cache": {"read": read}}}
-        for inp, read in steps
+        {
+            "type": "step-finish",
+            "tokens": {"input": inp, "output": 1, "cache": {"read": read, "write": write}},
+        }
+        for inp, read, write in steps
     ]
     info = {
         "id": "msg_1",
@@ -252,31 +257,53 @@ def _opencode_export(provider: str, model: str, steps: list[tuple[int, int]]) ->
         "providerID": provider,
         "modelID": model,
     }
-    return json.dumps({"info": {"id": "ses_x"}, "messages": [{"info": info, "parts": parts}]})
+    session = {"id": "ses_x", **({"version": version} if version else {})}
+    return json.dumps({"info": session, "messages": [{"info": info, "parts": parts}]})
 
 
-def test_opencode_input_excludes_reads_on_anthropic_routes_whatever_the_figures(
-    tmp_path: Path,
-) -> None:
-    """opencode's getUsage takes the Anthropic and Bedrock SDKs' inputTokens, which exclude the
-    cache, as is: there the prompt is input + reads even when input >= reads."""
+def _prompts(tmp_path: Path, export: str) -> list[int]:
     path = tmp_path / "s.json"
-    path.write_text(_opencode_export("anthropic", "claude-sonnet-4-5", [(5000, 4000)]))
-    (request,) = load_trace(path, "opencode").requests
-    assert request.input_tokens == 9000
-    path.write_text(_opencode_export("openai", "gpt-5", [(5000, 4000)]))
-    (request,) = load_trace(path, "opencode").requests
-    assert request.input_tokens == 5000  # another route: input includes the 4,000 read
-    path.write_text(_opencode_export("openai", "gpt-5", [(5000, 4000), (30, 9000)]))
-    first, second = load_trace(path, "opencode").requests
-    assert (first.input_tokens, second.input_tokens) == (9000, 9030)  # 30 < 9,000: excluded
+    path.write_text(export)
+    return [r.input_tokens for r in load_trace(path, "opencode").requests]
+
+
+def test_opencode_input_is_read_by_version_and_provider(tmp_path: Path) -> None:
+    """opencode's `input` (anomalyco/opencode getUsage): before 1.0.62 the AI SDK's
+    inputTokens as is, which includes the cached reads except on the Anthropic and Bedrock
+    SDKs; from 1.0.62 the cache is subtracted on every provider; 1.3.5 logs include reads and
+    writes again. One step: input 5,000, read 4,000, write 0."""
+    step = [(5000, 4000, 0)]
+    assert _prompts(tmp_path, _opencode_export("anthropic", "claude-sonnet-4", step, "0.9.6")) == [
+        9000
+    ]
+    assert _prompts(tmp_path, _opencode_export("openai", "gpt-5", step, "0.9.6")) == [5000]
+    assert _prompts(tmp_path, _opencode_export("openai", "gpt-5", step, "1.0.62")) == [9000]
+    assert _prompts(tmp_path, _opencode_export("anthropic", "claude-sonnet-4", step, "1.3.4")) == [
+        9000
+    ]
+    # 1.3.5 and later: the data decides, reads and writes included when every cached step
+    # is at least their sum
+    cached = [(5000, 4000, 500), (7000, 4500, 2000)]
+    assert _prompts(
+        tmp_path, _opencode_export("anthropic", "claude-sonnet-4", cached, "1.3.5")
+    ) == [
+        5000,
+        7000,
+    ]
+    excluded = [(5000, 4000, 500), (3, 4500, 2000)]  # 3 < 6,500: excluded
+    assert _prompts(tmp_path, _opencode_export("anthropic", "claude-4", excluded, "1.3.5")) == [
+        9500,
+        6503,
+    ]
 
 
 def test_opencode_marks_breakpoints_only_on_anthropic_family_routes(tmp_path: Path) -> None:
     """opencode's applyCaching marks the first two system messages and the last two others for
     Anthropic and Bedrock and for a Claude model through any provider; not elsewhere."""
     path = tmp_path / "s.json"
-    path.write_text(_opencode_export("openrouter", "anthropic/claude-sonnet-4", [(10, 0), (20, 0)]))
+    path.write_text(
+        _opencode_export("openrouter", "anthropic/claude-sonnet-4", [(10, 0, 0), (20, 0, 0)])
+    )
     assert [r.breakpoints for r in load_trace(path, "opencode").requests] == [(0,), (0, 1)]
-    path.write_text(_opencode_export("openai", "gpt-5", [(10, 0), (20, 0)]))
+    path.write_text(_opencode_export("openai", "gpt-5", [(10, 0, 0), (20, 0, 0)]))
     assert [r.breakpoints for r in load_trace(path, "opencode").requests] == [(), ()]

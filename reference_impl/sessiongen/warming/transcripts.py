@@ -373,15 +373,16 @@ class _OpencodeCache(BaseModel):
 class _OpencodeTokens(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    input: int = Field(ge=0)  # cached tokens excluded or included: see `_input_includes_reads`
+    input: int = Field(ge=0)  # cached tokens excluded or included: see `_input_includes_cache`
     output: int = Field(ge=0)
     reasoning: int = Field(default=0, ge=0)
     cache: _OpencodeCache = _OpencodeCache()
 
-    def recorded(self, includes_reads: bool) -> RecordedUsage:
+    def recorded(self, includes_cache: bool) -> RecordedUsage:
         """The billed usage; opencode keeps no TTL, so the write is taken as 5m (the API's
         default and opencode's unless a cache rule sets 1h)."""
-        uncached = self.input - self.cache.read if includes_reads else self.input
+        cached = self.cache.read + self.cache.write
+        uncached = self.input - cached if includes_cache else self.input
         return RecordedUsage(
             uncached, self.cache.read, self.cache.write, 0, self.output + self.reasoning
         )
@@ -449,21 +450,41 @@ class _OpencodeExport(BaseModel):
 
 
 # opencode's getUsage (packages/opencode/src/session/index.ts) takes `input` from the AI SDK's
-# `inputTokens`, which excludes cached tokens only for the Anthropic and Bedrock SDKs (their
-# provider metadata); for every other provider it includes the cached reads, and opencode
-# subtracted them only from the version that added `excludesCachedTokens`. docs/traces.md.
+# `inputTokens`, which excludes cached tokens only for the Anthropic and Bedrock SDKs. Before
+# 1.0.62 it stored that as is, so on other providers `input` includes the cached reads; from
+# 1.0.62 (anomalyco/opencode#2653: "1.0.62 fixed the token count") it subtracts the cache on
+# them (`excludesCachedTokens`); sessions of 1.3.5 have `input` including the reads and the
+# writes again (marcusquinn/aidevops#12970 compares 1.3.3 and 1.3.5 data), and no later
+# boundary is pinned. docs/traces.md.
 _EXCLUSIVE_PROVIDERS = ("anthropic", "amazon-bedrock", "google-vertex-anthropic")
+_SUBTRACTS_CACHE = (1, 0, 62)
+_INCLUDES_CACHE_AGAIN = (1, 3, 5)
 
 
-def _input_includes_reads(provider: str, steps: list[_OpencodeTokens]) -> bool:
-    """Whether these steps' `input` (one session, one provider) includes the cached reads:
-    never on Anthropic or Bedrock routes; on others when every step that read the cache has
-    `input >= cache.read`, which an input that excludes them shows only by chance on a whole
-    session, and an input that includes them always does."""
-    if provider in _EXCLUSIVE_PROVIDERS or "bedrock" in provider:
+def _version(text: str | None) -> tuple[int, int, int] | None:
+    """`1.0.62` as (1, 0, 62); None for a missing or unreadable version."""
+    parts = (text or "").split("-")[0].split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _input_includes_cache(
+    version: tuple[int, int, int] | None, provider: str, steps: list[_OpencodeTokens]
+) -> bool:
+    """Whether these steps' `input` (one session, one provider) includes the cached tokens.
+
+    Before 1.0.62: on every provider but Anthropic and Bedrock (whose SDKs report `input`
+    without the cache). From 1.0.62 to before 1.3.5: never. Otherwise (1.3.5 on, or no
+    version, as in an API response): when every step that used the cache has `input >=
+    cache.read + cache.write`, which an input that includes them always shows and one that
+    excludes them shows only by chance over a whole session."""
+    if version is not None and version < _SUBTRACTS_CACHE:
+        return not (provider in _EXCLUSIVE_PROVIDERS or "bedrock" in provider)
+    if version is not None and version < _INCLUDES_CACHE_AGAIN:
         return False
-    reads = [step for step in steps if step.cache.read > 0]
-    return bool(reads) and all(step.input >= step.cache.read for step in reads)
+    cached = [step for step in steps if step.cache.read + step.cache.write > 0]
+    return bool(cached) and all(step.input >= step.cache.read + step.cache.write for step in cached)
 
 
 def _marks_messages(provider: str, model: str) -> bool:
@@ -488,7 +509,8 @@ def load_opencode(path: Path, name: str | None = None) -> Trace:
     when a message has no step parts). The first call's time is the message's `time.created`,
     a later call's the latest end among the previous step's parts (its tool runs finish just
     before the next call), else the previous call's time. Whether `input` includes the cached
-    reads is decided per session and provider (`_input_includes_reads`).
+    tokens is decided per session and provider, by opencode's version in the export's `info`
+    (`_input_includes_cache`).
     """
     calls: list[_Call] = []
     seen: set[tuple[str, int]] = set()
@@ -512,11 +534,12 @@ def load_opencode(path: Path, name: str | None = None) -> Trace:
                     continue
                 seen.add((info.id, step))
                 steps.append((info, at, tokens))
+        version = _version(export.info.version)
         by_provider: dict[str, list[_OpencodeTokens]] = {}
         for info, _, tokens in steps:
             by_provider.setdefault(info.provider_id, []).append(tokens)
         includes = {
-            provider: _input_includes_reads(provider, tokens)
+            provider: _input_includes_cache(version, provider, tokens)
             for provider, tokens in by_provider.items()
         }
         for info, at, tokens in steps:

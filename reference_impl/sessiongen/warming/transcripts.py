@@ -305,7 +305,8 @@ def load_claude_code(path: Path, name: str | None = None) -> Trace:
         line = entry.line
         session = str(line.session_id)
         if line.is_sidechain:
-            session = f"{session}/{line.agent_id or roots.root(line.uuid or '')}"
+            chain = roots.root(line.uuid) if line.uuid else "sidechain"
+            session = f"{session}/{line.agent_id or chain}"
         parent = lines.get(line.parent_uuid or "")
         sent = parent.at if parent is not None and parent.kind == "user" else line.timestamp
         recorded = line.message.usage.recorded(entry.output_tokens if entry.stopped else None)

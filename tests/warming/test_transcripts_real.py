@@ -174,9 +174,9 @@ def test_opencode_input_includes_the_cached_reads_on_a_non_anthropic_route() -> 
 
 
 def test_claude_a_directory_of_real_logs_keeps_every_session_apart() -> None:
-    """All Claude Code fixtures above as one directory: 37 calls in 10 sessions (before the
-    1.0.x split the 1.0.98 and 2.0.46 logs' subagents made 2 sessions, not 5), each request
-    carrying its recorded usage and at most 3 breakpoints."""
+    """All Claude Code fixtures above as one directory: 37 calls in 10 sessions (the importer
+    before the split by chain root made 7: the 1.0.98 log's four subagents were one session),
+    each request carrying its recorded usage and at most 3 breakpoints."""
     trace = load_trace(REAL / "claude-code", "claude-code")
     assert (len(trace.requests), len(trace.sessions())) == (37, 10)
     assert all(r.recorded is not None and len(r.breakpoints) <= 3 for r in trace.requests)

@@ -63,10 +63,17 @@ class SegmentChain:
         self._prompts[session] = (blocks, tokens)
         return blocks, tokens
 
-    def grow(self, session: str, prompt_tokens: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def grow(
+        self, session: str, prompt_tokens: int, keep: int = 0
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The next prompt of a session known only by its total size: it shares the whole
-        previous prompt when at least as long, else (a compaction, a cleared context) nothing.
+        previous prompt when at least as long, else (a compaction, a cleared context) only its
+        first `keep` tokens (a system prompt every prompt of the session starts with; whole
+        segments only, as in `extend`), or nothing when the prompt is shorter than that.
         """
         previous = self.prompt_tokens(session)
-        prefix = previous if prompt_tokens >= previous else 0
+        if prompt_tokens >= previous:
+            prefix = previous
+        else:
+            prefix = keep if keep <= prompt_tokens else 0
         return self.extend(session, prefix, prompt_tokens - prefix)

@@ -4,22 +4,34 @@ exports, one provider request per model call, prompt blocks inferred from token 
 Neither format records which prompt blocks a call sent, only how many tokens: the prompt is
 input + cache write + cache read tokens, and it is taken to share the session's whole
 previous prompt when at least as long (one new block for the growth), else to have been
-reset (compaction, a cleared context: one new block). docs/traces.md lists what is read and
-what is inferred.
+reset (compaction, a cleared context: one new block after the shared system prefix).
+
+Sessions of one agent (one model, main conversation or subagent) share their system + tools
+prefix: its size is read off the real usage, the smallest first cache read of the agent's
+sessions (a session's first call can only read what an earlier session wrote). A session
+whose first read is, to within `FORK_SLACK` tokens, the latest prompt of another session of
+the same model (a compaction agent forking the conversation) shares that whole prompt
+instead. Every request carries the provider's recorded usage and the breakpoints the client
+placed, and says whether its output count is real.
+docs/traces.md lists what is read and what is inferred.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .segments import SegmentChain
-from .traces import Trace, TraceFormatError, TraceRequest, unix_micros
+from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest, unix_micros
+
+# The smallest prompt prefix Anthropic caches (Sonnet and Opus; Haiku needs 2,048): a shorter
+# first read is not taken as a shared system prefix.
+MIN_SHARED_PREFIX = 1024
 
 
 @dataclass(slots=True)
@@ -28,19 +40,129 @@ class _Call:
 
     session: str
     at: int  # Unix microseconds: exact, so differences come out as given (5.4 s, not 5.40000009)
-    prompt_tokens: int
-    output_tokens: int
+    recorded: RecordedUsage
+    output_tokens: int  # the real count, or the largest figure logged when output is unknown
+    model: str  # caches are per model: only calls of one model share a prefix
+    agent: str  # sessions of one agent share a system + tools prefix
+    output_known: bool = True
+    marks_system: bool = True  # the client marks the system prompt and the last two messages
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.recorded.prompt_tokens
+
+
+# A first cache read at most this many tokens below an earlier prompt of another session (one
+# model) read that prompt: Claude Code's compaction agent forks the conversation and reads
+# the last prompt less its final token (166,758 of 166,759 in a real 2.1 log).
+FORK_SLACK = 16
+
+_Prompt = tuple[int, tuple[int, ...], tuple[int, ...]]  # prompt tokens, blocks, block tokens
+
+
+def _fork_source(latest: dict[str, _Prompt], session: str, read: int) -> tuple[str, _Prompt] | None:
+    """The most recent other session whose latest prompt the first `read` tokens are."""
+    found = None
+    for other, prompt in latest.items():  # insertion order: the most recent prompt last
+        if other != session and read > 0 and 0 <= prompt[0] - read <= FORK_SLACK:
+            found = (other, prompt)
+    return found
+
+
+@dataclass(slots=True)
+class _Layout:
+    """Turns calls, in time order, into prompt blocks: the session chain plus the prefixes
+    shared between sessions."""
+
+    prefixes: dict[str, int]  # agent -> tokens of its shared system + tools prefix
+    chain: SegmentChain = field(default_factory=SegmentChain)
+    shared: dict[str, int] = field(default_factory=dict)  # agent -> the prefix's block id
+    keep: dict[str, int] = field(default_factory=dict)  # session -> tokens a reset keeps
+    # model -> session -> its latest prompt, the most recent session last
+    latest: dict[str, dict[str, _Prompt]] = field(default_factory=dict)
+
+    def blocks(self, call: _Call) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
+        """The call's blocks and block tokens, and whether block 0 is a shared system prefix."""
+        session, prompt = call.session, call.prompt_tokens
+        latest = self.latest.setdefault(call.model, {})
+        if session not in self.keep:  # the session's first call
+            self.keep[session] = 0
+            read = call.recorded.cache_read_tokens
+            fork = _fork_source(latest, session, read)
+            prefix = self.prefixes.get(call.agent, 0)
+            if fork is not None and fork[1][0] <= prompt:
+                source, (shared, source_blocks, source_tokens) = fork
+                self.chain.set(session, source_blocks, source_tokens)
+                blocks, tokens = self.chain.extend(session, shared, prompt - shared)
+                self.keep[session] = self.keep.get(source, 0)
+            elif prefix and prompt >= prefix:
+                block = self.shared.setdefault(call.agent, self.chain.new_id())
+                self.chain.set(session, (block,), (prefix,))
+                blocks, tokens = self.chain.extend(session, prefix, prompt - prefix)
+                self.keep[session] = prefix
+            else:
+                blocks, tokens = self.chain.grow(session, prompt)
+        else:
+            blocks, tokens = self.chain.grow(session, prompt, self.keep[session])
+        latest.pop(session, None)  # re-insert: the most recent prompt last
+        latest[session] = (prompt, blocks, tokens)
+        shared = bool(self.keep[session]) and tokens[0] == self.keep[session]
+        return blocks, tokens, shared
+
+
+def _shared_prefixes(calls: list[_Call]) -> dict[str, int]:
+    """Each agent's shared system + tools prefix: the smallest first cache read of its sessions
+    (at least `MIN_SHARED_PREFIX`), leaving out a read that is an earlier prompt of another
+    session of the same model (a fork: that session's whole prompt, not a system prefix).
+    `calls` are in time order."""
+    prefixes: dict[str, int] = {}
+    latest: dict[str, dict[str, _Prompt]] = {}
+    for call in calls:
+        prompts = latest.setdefault(call.model, {})
+        if call.session not in prompts:
+            read = call.recorded.cache_read_tokens
+            forked = _fork_source(prompts, call.session, read) is not None
+            if read >= MIN_SHARED_PREFIX and not forked:
+                prefixes[call.agent] = min(read, prefixes.get(call.agent, read))
+        prompts.pop(call.session, None)
+        prompts[call.session] = (call.prompt_tokens, (), ())
+    return prefixes
+
+
+def _breakpoints(blocks: int, shared: bool) -> tuple[int, ...]:
+    """The blocks a client marks that caches the system prompt and the last two messages
+    (Claude Code; opencode on Anthropic routes): the shared system + tools block when known,
+    the previous prompt's end (the second-to-last message: what the previous call wrote)
+    and the last block."""
+    marks = {blocks - 1}
+    if blocks >= 2:
+        marks.add(blocks - 2)
+    if shared:
+        marks.add(0)
+    return tuple(sorted(marks))
 
 
 def _trace(name: str, calls: list[_Call]) -> Trace:
     calls.sort(key=lambda call: call.at)  # stable: a session's calls in time order
-    chain = SegmentChain()
+    layout = _Layout(_shared_prefixes(calls))
     start = calls[0].at if calls else 0
     requests = []
     for call in calls:
-        blocks, tokens = chain.grow(call.session, call.prompt_tokens)
+        blocks, tokens, shared = layout.blocks(call)
         at = (call.at - start) / 1_000_000
-        requests.append(TraceRequest(call.session, at, blocks, tokens, call.output_tokens))
+        marks = _breakpoints(len(blocks), shared) if call.marks_system else ()
+        requests.append(
+            TraceRequest(
+                call.session,
+                at,
+                blocks,
+                tokens,
+                call.output_tokens,
+                breakpoints=marks,
+                recorded=call.recorded,
+                output_known=call.output_known,
+            )
+        )
     return Trace(name, tuple(requests))
 
 
@@ -72,15 +194,20 @@ class _ClaudeUsage(BaseModel):
     cache_read_input_tokens: int | None = Field(default=None, ge=0)
     cache_creation: _ClaudeCacheCreation | None = None
 
-    @property
-    def prompt_tokens(self) -> int:
+    def recorded(self, output_tokens: int | None) -> RecordedUsage:
+        """The billed usage: the write split by TTL as `cache_creation` gives it; a log without
+        the split (before Claude Code logged it) wrote only with the API's default 5m TTL."""
+        split = self.cache_creation
         written = self.cache_creation_input_tokens
-        if written is None and self.cache_creation is not None:  # only the TTL breakdown given
-            written = (
-                self.cache_creation.ephemeral_5m_input_tokens
-                + self.cache_creation.ephemeral_1h_input_tokens
-            )
-        return self.input_tokens + (written or 0) + (self.cache_read_input_tokens or 0)
+        if split is not None:
+            five, hour = split.ephemeral_5m_input_tokens, split.ephemeral_1h_input_tokens
+            if written is not None and written > five + hour:  # a total larger than its split
+                five = written - hour
+        else:
+            five, hour = written or 0, 0
+        return RecordedUsage(
+            self.input_tokens, self.cache_read_input_tokens or 0, five, hour, output_tokens
+        )
 
 
 class _ClaudeMessage(BaseModel):
@@ -88,6 +215,7 @@ class _ClaudeMessage(BaseModel):
 
     id: str | None = None
     model: str | None = None
+    stop_reason: str | None = None
     usage: _ClaudeUsage
 
 
@@ -96,6 +224,7 @@ class _ClaudeAssistant(BaseModel):
 
     session_id: str | None = Field(default=None, alias="sessionId")
     timestamp: datetime
+    uuid: str | None = None
     parent_uuid: str | None = Field(default=None, alias="parentUuid")
     request_id: str | None = Field(default=None, alias="requestId")
     is_sidechain: bool = Field(default=False, alias="isSidechain")
@@ -106,7 +235,16 @@ class _ClaudeAssistant(BaseModel):
 @dataclass(slots=True)
 class _ClaudeEntry:
     line: _ClaudeAssistant  # the message's first line: session, parent, prompt usage
-    output_tokens: int  # the largest of its lines: early ones can carry a placeholder
+    output_tokens: int  # the largest of its lines
+    stopped: bool  # some line carries a stop_reason: its output_tokens is the final count
+
+
+@dataclass(frozen=True, slots=True)
+class _ClaudeLine:
+    kind: str
+    at: datetime
+    parent: str | None
+    sidechain: bool
 
 
 def load_claude_code(path: Path, name: str | None = None) -> Trace:
@@ -115,20 +253,32 @@ def load_claude_code(path: Path, name: str | None = None) -> Trace:
 
     One request per assistant `message.id` (Claude Code writes a line per content block, and
     the same message can appear in a subagent file too); `<synthetic>` messages made no call.
-    The session is `sessionId`, a subagent's (`isSidechain`) `sessionId/agentId`. The request
-    time is that of the user line (prompt or tool result) the message answers, via
-    `parentUuid`, else of the message's first line.
+    The session is `sessionId`; a subagent's (`isSidechain`) is `sessionId/agentId` (2.x), or,
+    for a subagent written into the main file without an `agentId` (1.0.x),
+    `sessionId/<uuid of the root of its parentUuid chain>`: each Task run is its own chain.
+    The request time is that of the user line (prompt or tool result) the message answers, via
+    `parentUuid`, else of the message's first line. The output count is known only when a
+    line of the message carries a `stop_reason`: the others log a start-of-message
+    placeholder.
     """
     entries: dict[str, _ClaudeEntry] = {}
-    times: dict[str, tuple[str, datetime]] = {}  # uuid -> (type, timestamp) of every line
+    lines: dict[str, _ClaudeLine] = {}  # uuid -> every line's kind, time, parent, sidechain
     for file in _files(path, ".jsonl"):
         for number, record in _json_lines(file):
             kind, uuid, stamp = record.get("type"), record.get("uuid"), record.get("timestamp")
             if isinstance(uuid, str) and isinstance(stamp, str):
                 try:
-                    times[uuid] = (str(kind), datetime.fromisoformat(stamp))
+                    moment = datetime.fromisoformat(stamp)
                 except ValueError:
                     raise TraceFormatError(file, f"bad timestamp {stamp!r}", number) from None
+                parent = record.get("parentUuid")
+                side = record.get("isSidechain") is True
+                lines.setdefault(
+                    uuid,
+                    _ClaudeLine(
+                        str(kind), moment, parent if isinstance(parent, str) else None, side
+                    ),
+                )
             message = record.get("message")
             if kind != "assistant" or not isinstance(message, dict) or "usage" not in message:
                 continue
@@ -142,23 +292,59 @@ def load_claude_code(path: Path, name: str | None = None) -> Trace:
                 line.session_id = file.stem
             key = line.message.id or line.request_id or f"{file}:{number}"
             output = line.message.usage.output_tokens
+            stopped = line.message.stop_reason is not None
             entry = entries.get(key)
             if entry is None:
-                entries[key] = _ClaudeEntry(line, output)
+                entries[key] = _ClaudeEntry(line, output, stopped)
             else:
                 entry.output_tokens = max(entry.output_tokens, output)
+                entry.stopped = entry.stopped or stopped
+    roots = _SidechainRoots(lines)
     calls = []
     for entry in entries.values():
         line = entry.line
         session = str(line.session_id)
         if line.is_sidechain:
-            session = f"{session}/{line.agent_id or 'sidechain'}"
-        parent = times.get(line.parent_uuid or "")
-        sent = parent[1] if parent is not None and parent[0] == "user" else line.timestamp
-        prompt = line.message.usage.prompt_tokens
-        if prompt > 0:
-            calls.append(_Call(session, unix_micros(sent), prompt, entry.output_tokens))
+            chain = roots.root(line.uuid) if line.uuid else "sidechain"
+            session = f"{session}/{line.agent_id or chain}"
+        parent = lines.get(line.parent_uuid or "")
+        sent = parent.at if parent is not None and parent.kind == "user" else line.timestamp
+        recorded = line.message.usage.recorded(entry.output_tokens if entry.stopped else None)
+        if recorded.prompt_tokens > 0:
+            model = line.message.model or ""
+            agent = f"{model}/{'subagent' if line.is_sidechain else 'main'}"
+            call = _Call(session, unix_micros(sent), recorded, entry.output_tokens, model, agent)
+            call.output_known = entry.stopped
+            calls.append(call)
     return _trace(name or path.stem, calls)
+
+
+class _SidechainRoots:
+    """The root of a sidechain line's `parentUuid` chain: its earliest sidechain ancestor (a
+    subagent's prompt, `parentUuid: null`), memoized so a long chain is walked once."""
+
+    def __init__(self, lines: dict[str, _ClaudeLine]) -> None:
+        self._lines = lines
+        self._roots: dict[str, str] = {}
+
+    def root(self, uuid: str) -> str:
+        path: list[str] = []
+        on_path: set[str] = set()
+        current = uuid
+        while current not in self._roots:
+            path.append(current)
+            on_path.add(current)
+            line = self._lines.get(current)
+            parent = line.parent if line is not None else None
+            above = self._lines.get(parent) if parent is not None else None
+            if parent is None or above is None or not above.sidechain or parent in on_path:
+                self._roots[current] = current
+                break
+            current = parent
+        found = self._roots[current]
+        for step in path:
+            self._roots[step] = found
+        return found
 
 
 def _json_lines(file: Path) -> Iterator[tuple[int, dict[str, object]]]:
@@ -188,14 +374,19 @@ class _OpencodeCache(BaseModel):
 class _OpencodeTokens(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    input: int = Field(ge=0)  # without cached tokens: opencode subtracts cache read and write
+    input: int = Field(ge=0)  # cached tokens excluded or included: see `_input_includes_cache`
     output: int = Field(ge=0)
     reasoning: int = Field(default=0, ge=0)
     cache: _OpencodeCache = _OpencodeCache()
 
-    @property
-    def prompt_tokens(self) -> int:
-        return self.input + self.cache.read + self.cache.write
+    def recorded(self, includes_cache: bool) -> RecordedUsage:
+        """The billed usage; opencode keeps no TTL, so the write is taken as 5m (the API's
+        default and opencode's unless a cache rule sets 1h)."""
+        cached = self.cache.read + self.cache.write
+        uncached = self.input - cached if includes_cache else self.input
+        return RecordedUsage(
+            uncached, self.cache.read, self.cache.write, 0, self.output + self.reasoning
+        )
 
 
 class _OpencodeSpan(BaseModel):
@@ -233,6 +424,8 @@ class _OpencodeMessageInfo(BaseModel):
     role: str
     time: _OpencodeSpan
     tokens: _OpencodeTokens | None = None  # assistant messages: the last step's usage
+    provider_id: str = Field(default="", alias="providerID")
+    model_id: str = Field(default="", alias="modelID")
 
 
 class _OpencodeMessage(BaseModel):
@@ -246,6 +439,8 @@ class _OpencodeSessionInfo(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     id: str
+    parent_id: str | None = Field(default=None, alias="parentID")  # a subagent's session
+    version: str | None = None
 
 
 class _OpencodeExport(BaseModel):
@@ -253,6 +448,57 @@ class _OpencodeExport(BaseModel):
 
     info: _OpencodeSessionInfo
     messages: list[_OpencodeMessage]
+
+
+# opencode's getUsage (packages/opencode/src/session/index.ts) takes `input` from the AI SDK's
+# `inputTokens`, which excludes cached tokens only for the Anthropic and Bedrock SDKs. Before
+# 1.0.62 it stored that as is, so on other providers `input` includes the cached reads; from
+# 1.0.62 (anomalyco/opencode#2653: "1.0.62 fixed the token count") it subtracts the cache on
+# them (`excludesCachedTokens`); sessions of 1.3.5 have `input` including the reads and the
+# writes again (marcusquinn/aidevops#12970 compares 1.3.3 and 1.3.5 data), and no later
+# boundary is pinned. docs/traces.md.
+_EXCLUSIVE_PROVIDERS = ("anthropic", "amazon-bedrock", "google-vertex-anthropic")
+_SUBTRACTS_CACHE = (1, 0, 62)
+_INCLUDES_CACHE_AGAIN = (1, 3, 5)
+
+
+def _version(text: str | None) -> tuple[int, int, int] | None:
+    """`1.0.62` as (1, 0, 62); None for a missing or unreadable version."""
+    parts = (text or "").split("-")[0].split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _input_includes_cache(
+    version: tuple[int, int, int] | None, provider: str, steps: list[_OpencodeTokens]
+) -> bool:
+    """Whether these steps' `input` (one session, one provider) includes the cached tokens.
+
+    Before 1.0.62: on every provider but Anthropic and Bedrock (whose SDKs report `input`
+    without the cache). From 1.0.62 to before 1.3.5: never. Otherwise (1.3.5 on, or no
+    version, as in an API response): when every step that used the cache has `input >=
+    cache.read + cache.write`, which an input that includes them always shows and one that
+    excludes them shows only by chance over a whole session."""
+    if version is not None and version < _SUBTRACTS_CACHE:
+        return not (provider in _EXCLUSIVE_PROVIDERS or "bedrock" in provider)
+    if version is not None and version < _INCLUDES_CACHE_AGAIN:
+        return False
+    cached = [step for step in steps if step.cache.read + step.cache.write > 0]
+    return bool(cached) and all(step.input >= step.cache.read + step.cache.write for step in cached)
+
+
+def _marks_messages(provider: str, model: str) -> bool:
+    """opencode's ProviderTransform.applyCaching marks the first two system messages and the
+    last two others, on Anthropic-family routes only (the Anthropic and Bedrock providers, a
+    Claude model through any other); other providers cache without breakpoints."""
+    model = model.lower()
+    return (
+        provider in _EXCLUSIVE_PROVIDERS
+        or "bedrock" in provider
+        or "claude" in model
+        or "anthropic" in model
+    )
 
 
 def load_opencode(path: Path, name: str | None = None) -> Trace:
@@ -263,7 +509,9 @@ def load_opencode(path: Path, name: str | None = None) -> Trace:
     call's `tokens` (the message's own `tokens` holds only its last step, so it is used only
     when a message has no step parts). The first call's time is the message's `time.created`,
     a later call's the latest end among the previous step's parts (its tool runs finish just
-    before the next call), else the previous call's time.
+    before the next call), else the previous call's time. Whether `input` includes the cached
+    tokens is decided per session and provider, by opencode's version in the export's `info`
+    (`_input_includes_cache`).
     """
     calls: list[_Call] = []
     seen: set[tuple[str, int]] = set()
@@ -273,16 +521,43 @@ def load_opencode(path: Path, name: str | None = None) -> Trace:
         except ValidationError as error:
             raise TraceFormatError.invalid(file, error) from None
         session = export.info.id
+        kind = "subagent" if export.info.parent_id else "main"
+        steps: list[tuple[_OpencodeMessageInfo, float, _OpencodeTokens]] = []
         for message in export.messages:
             info = message.info
             if info.role != "assistant" or info.time.created is None:
                 continue
             for step, (at, tokens) in enumerate(_opencode_steps(message, info.time.created)):
-                if (info.id, step) in seen or tokens.prompt_tokens == 0:
+                if (
+                    info.id,
+                    step,
+                ) in seen or tokens.input + tokens.cache.read + tokens.cache.write == 0:
                     continue
                 seen.add((info.id, step))
-                output = tokens.output + tokens.reasoning
-                calls.append(_Call(session, round(at * 1000), tokens.prompt_tokens, output))
+                steps.append((info, at, tokens))
+        version = _version(export.info.version)
+        by_provider: dict[str, list[_OpencodeTokens]] = {}
+        for info, _, tokens in steps:
+            by_provider.setdefault(info.provider_id, []).append(tokens)
+        includes = {
+            provider: _input_includes_cache(version, provider, tokens)
+            for provider, tokens in by_provider.items()
+        }
+        for info, at, tokens in steps:
+            recorded = tokens.recorded(includes[info.provider_id])
+            if recorded.prompt_tokens == 0:
+                continue
+            model = f"{info.provider_id}/{info.model_id}"
+            call = _Call(
+                session,
+                round(at * 1000),
+                recorded,
+                tokens.output + tokens.reasoning,
+                model,
+                f"{model}/{kind}",
+            )
+            call.marks_system = _marks_messages(info.provider_id, info.model_id)
+            calls.append(call)
     return _trace(name or path.stem, calls)
 
 

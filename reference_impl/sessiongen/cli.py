@@ -204,7 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "0 keeps every request)",
     )
 
-    emulator_commands = emulator.add_subparsers(dest="emulator_command", metavar="{probe}")
+    emulator_commands = emulator.add_subparsers(
+        dest="emulator_command",
+        title="subcommand",
+        description="none: serve the emulator with the options above",
+    )
     probe = emulator_commands.add_parser(
         "probe",
         help="check the emulator's cache rules against an endpoint: the provider's real API "

@@ -835,6 +835,7 @@ def run(
 ) -> Report:
     """The whole probe: plan, predict, estimate the cost (refusing above `max_cost`), run
     against the endpoint, compare. Prints as it goes through `out`; raises `ProbeError`."""
+    _import_sdk(provider)  # a missing SDK before anything else
     if model is None:
         model = cheapest_model(provider)
     elif model not in available_models(provider) and not _alias_of_available(provider, model):
@@ -977,8 +978,10 @@ def render(report: Report) -> list[str]:
     lines = ["", line(head)]
     lines += [line(row) if row else "" for row in rows]
     total = len(report.probes)
-    verdict = "agree" if report.agreeing == total else "agree; the others disagree"
-    lines.append(f"{report.agreeing} of {total} probes {verdict} with the emulator's prediction")
+    last = f"{report.agreeing} of {total} probes agree with the emulator's prediction"
+    if report.agreeing < total:
+        last += f" ({total - report.agreeing} disagree)"
+    lines.append(last)
     return lines
 
 

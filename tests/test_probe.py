@@ -20,8 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sessiongen.emulator import free_port
-from sessiongen.probe import (
+from sessiongen._probe import (
     PROVIDERS,
     Counts,
     cheapest_model,
@@ -29,6 +28,7 @@ from sessiongen.probe import (
     plan,
     probes,
 )
+from sessiongen.emulator import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "probe.md"
@@ -235,8 +235,8 @@ def test_the_cost_cap_refuses_before_any_request_is_billed(target: Emulator) -> 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_default_model_is_catalogued_priced_and_fits_the_default_cap(provider: str) -> None:
+    from sessiongen._probe import DEFAULT_MAX_COST, predict, worst_case_cost
     from sessiongen.cache import get_model, price
-    from sessiongen.probe import DEFAULT_MAX_COST, predict, worst_case_cost
 
     model = cheapest_model(provider)  # type: ignore[arg-type]
     assert get_model(model).provider == provider and price(model).input > 0
@@ -373,6 +373,23 @@ def test_the_probes_are_on_one_timeline_and_their_prefixes_are_their_own() -> No
 
 
 # --- the docs page -----------------------------------------------------------------------
+
+
+def test_the_docs_cost_table_is_what_the_probe_estimates() -> None:
+    from sessiongen._probe import predict, worst_case_cost
+
+    rows = re.findall(r"^\| (\w+) \| `([^`]+)` \| \$([\d.]+) \| \$([\d.]+) \|$", _page(), re.M)
+    assert [r[0] for r in rows] == list(PROVIDERS)
+    for provider, model, quick, slow in rows:
+        assert cheapest_model(provider) == model  # type: ignore[arg-type]
+        for with_ttl, shown in ((False, quick), (True, slow)):
+            the_plan = plan(model, "00000000", with_ttl=with_ttl)
+            estimate = worst_case_cost(the_plan, predict(provider, the_plan))  # type: ignore[arg-type]
+            assert f"{estimate:.4f}" == shown, (provider, with_ttl)
+
+
+def _page() -> str:
+    return DOCS.read_text(encoding="utf-8")
 
 
 def test_the_docs_example_is_a_fresh_run(target: Emulator) -> None:

@@ -84,7 +84,7 @@ def seed(text: str) -> int:
 
 def base_url(text: str) -> str:
     """An argparse type: an http(s) URL with a host."""
-    from .probe import check_base_url
+    from ._probe import check_base_url
 
     try:
         return check_base_url(text)
@@ -428,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _probe(args: argparse.Namespace) -> int:
     """`sessiongen emulator probe`: the probes, the table, exit 0 (all agree) or 3."""
-    from .probe import ProbeError, run, write_json
+    from ._probe import ProbeError, run, write_json
 
     token = args.emulator_token or os.environ.get(EMULATOR_TOKEN_ENV) or None
     try:

@@ -381,10 +381,10 @@ def test_the_docs_cost_table_is_what_the_probe_estimates() -> None:
     rows = re.findall(r"^\| (\w+) \| `([^`]+)` \| \$([\d.]+) \| \$([\d.]+) \|$", _page(), re.M)
     assert [r[0] for r in rows] == list(PROVIDERS)
     for provider, model, quick, slow in rows:
-        assert cheapest_model(provider) == model  # type: ignore[arg-type]
+        assert cheapest_model(provider) == model
         for with_ttl, shown in ((False, quick), (True, slow)):
             the_plan = plan(model, "00000000", with_ttl=with_ttl)
-            estimate = worst_case_cost(the_plan, predict(provider, the_plan))  # type: ignore[arg-type]
+            estimate = worst_case_cost(the_plan, predict(provider, the_plan))
             assert f"{estimate:.4f}" == shown, (provider, with_ttl)
 
 

@@ -13,8 +13,10 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +219,71 @@ def test_a_cache_that_is_not_ready_at_once_disagrees_on_the_instant_probes(
     assert result.stdout.count(" NO") == 3  # B, the ping and turn 2; A and turn 1 agree
 
 
+class _NoCacheHandler(BaseHTTPRequestHandler):
+    """An Anthropic-shaped endpoint that is no sessiongen emulator: every message is billed
+    as plain input, nothing is ever cached; everything else is 404."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if self.path != "/v1/messages":
+            return self._send(404, {"type": "error", "error": {"type": "not_found_error"}})
+        usage = {"input_tokens": 1200, "output_tokens": 1, "cache_read_input_tokens": 0}
+        usage["cache_creation_input_tokens"] = 0
+        self._send(
+            200,
+            {
+                "id": "msg_fake",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": usage,
+            },
+        )
+
+    def do_GET(self) -> None:
+        self._send(404, {"type": "error", "error": {"type": "not_found_error"}})
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_an_endpoint_that_never_caches_disagrees_and_is_not_taken_for_an_emulator(
+    tmp_path: Path,
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoCacheHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    out = tmp_path / "probe.json"
+    try:
+        result = _probe(
+            "--provider", "anthropic", "--base-url", url, "--api-key", "k", "--json", str(out)
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "(waits are real sleeps)" in result.stdout and "no count endpoint" in result.stdout
+    assert result.stdout.rstrip().endswith(
+        "0 of 2 probes agree with the emulator's prediction (2 disagree)"
+    )
+    report = _report(out)
+    assert report["emulator"] is False
+    verdicts = [r["agree"] for p in report["probes"] for r in p["requests"]]
+    assert verdicts == [False, False, False, False, False]  # every write or read is missing
+
+
 # --- cost --------------------------------------------------------------------------------
 
 
@@ -249,6 +316,35 @@ def test_the_default_model_is_catalogued_priced_and_fits_the_default_cap(provide
 
 
 # --- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("--json", "/no/such/dir/probe.json"), "--json"),
+        (("--max-cost", "-1"), "--max-cost"),
+        (("--tolerance", "2"), "--tolerance"),
+        (("--provider", "mistral"), "--provider"),
+    ],
+)
+def test_bad_options_are_usage_errors_before_any_work(args: tuple[str, ...], option: str) -> None:
+    result = _probe("--provider", "openai", *args)
+    line = _one_line_error(result)
+    assert result.returncode == 2 and result.stdout == ""
+    assert line.startswith(f"sessiongen emulator probe: error: argument {option}:")
+
+
+def test_the_serving_options_are_refused_with_probe() -> None:
+    result = subprocess.run(
+        [*(sys.executable, "-m", "sessiongen.cli"), "emulator", "--port", "9000", "probe"]
+        + ["--provider", "openai"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = _one_line_error(result)
+    assert result.returncode == 2
+    assert line.startswith("sessiongen emulator: error: argument --port: serves an emulator")
 
 
 @pytest.mark.parametrize("url", ["ftp://example.com", "example.com", "http://", "http://h:99999"])

@@ -114,6 +114,14 @@ def share(text: str) -> float:
     return value
 
 
+def new_file(text: str) -> Path:
+    """An argparse type: a file to write, in an existing directory (checked before any work)."""
+    path = Path(text)
+    if path.is_dir() or not path.resolve().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"must be a file in an existing directory, got {text!r}")
+    return path
+
+
 def directory(text: str) -> Path:
     """An argparse type: an existing directory."""
     path = Path(text)
@@ -261,7 +269,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--emulator-token",
         help=f"the bearer token of an emulator's admin API (default: ${EMULATOR_TOKEN_ENV})",
     )
-    probe.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
+    probe.add_argument(
+        "--json",
+        type=new_file,
+        metavar="FILE",
+        help="also write the results here (its directory must exist)",
+    )
 
     experiment = commands.add_parser(
         "experiment", help="run an experiment and write its tables and plots"
@@ -419,6 +432,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             server.error("argument --token: must not be empty")
         return _serve(server, args.host, args.port, args.db, args.provider, token, args.workspace)
     if args.emulator_command == "probe":
+        served = [
+            option
+            for option, value, default in (
+                ("--host", args.host, "127.0.0.1"),
+                ("--port", args.port, 8765),
+                ("--token", args.token, None),
+                ("--log-capacity", args.log_capacity, 10_000),
+            )
+            if value != default
+        ]
+        if served:
+            emulator.error(f"argument {served[0]}: serves an emulator, so not with probe")
         return _probe(args)
     if args.token == "":
         emulator.error("argument --token: must not be empty")

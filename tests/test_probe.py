@@ -458,6 +458,28 @@ def test_agreement_compares_shares_of_the_input() -> None:
     assert not counts_agree(Counts(500, 510, 0), predicted, 0.1)  # half the prefix
 
 
+def test_a_real_endpoint_is_waited_for_from_the_first_request_on() -> None:
+    """Against anything but an emulator the waits are sleeps until each request's time on
+    the timeline, counted from the first request, so the requests' latency does not add up."""
+    from sessiongen._probe import WallClock
+
+    now = [100.0]
+    slept: list[float] = []
+    said: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    clock = WallClock(said.append, sleep=sleep, monotonic=lambda: now[0])
+    the_plan = plan("gpt-5-mini", "00000000", with_ttl=True)
+    for p, s in the_plan.order:
+        clock.until(the_plan.probes[p].steps[s].at)
+        now[0] += 2.0  # each request takes 2 s
+    assert slept == [285 - 16, 315 - 287, 600 - 317]
+    assert said[0] == "waiting 269 s (until 285 s into the run)"
+
+
 def test_the_probes_are_on_one_timeline_and_their_prefixes_are_their_own() -> None:
     assert [p.name for p in probes(with_ttl=False)] == ["shared-prefix", "warm-ping"]
     the_plan = plan("claude-sonnet-5", "abcd1234", with_ttl=True)

@@ -327,19 +327,28 @@ class VirtualClock:
 
 
 class WallClock:
-    """Sleeps until `at` seconds after the first request, saying so on stderr."""
+    """Sleeps until `at` seconds after the first request (so the requests' own latency does
+    not add up), saying so through `say`."""
 
-    def __init__(self, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        say: Callable[[str], None],
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._start: float | None = None
         self._say = say
+        self._sleep = sleep
+        self._monotonic = monotonic
 
     def until(self, at: float) -> None:
         if self._start is None:
-            self._start = time.monotonic()
-        remaining = self._start + at - time.monotonic()
+            self._start = self._monotonic()
+        remaining = self._start + at - self._monotonic()
         if remaining > 0:
             self._say(f"waiting {remaining:.0f} s (until {at:.0f} s into the run)")
-            time.sleep(remaining)
+            self._sleep(remaining)
 
 
 def _origin(url: str) -> str:

@@ -228,7 +228,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "move its clock; against anything else they are real sleeps. Exit 0 when every probe "
         "agrees, 3 when one disagrees, 1 on an error. See docs/probe.md.",
     )
-    probe.add_argument("--provider", choices=DEMO_PROVIDERS, required=True)
+    probe.add_argument(
+        "--provider",
+        choices=DEMO_PROVIDERS,
+        required=True,
+        help="the API and its official SDK (bedrock: boto3 Converse, openai: Chat "
+        "Completions, gemini: google-genai)",
+    )
     probe.add_argument(
         "--base-url",
         type=base_url,
@@ -244,7 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--api-key",
         help="the provider key (default: the SDK's usual variable, e.g. ANTHROPIC_API_KEY; "
         "for bedrock a Bedrock API key, else boto3's AWS credentials); an emulator gets a "
-        "placeholder unless this is given",
+        "placeholder unless this is given (prefer the variable: a command line is visible "
+        "to other users)",
     )
     probe.add_argument(
         "--with-ttl",

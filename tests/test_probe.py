@@ -422,6 +422,13 @@ def test_an_unknown_model_is_one_line() -> None:
     assert line.startswith("sessiongen: error: unknown model 'gpt-4.1' for gemini (catalogued:")
 
 
+def test_a_retired_model_is_one_line() -> None:
+    result = _probe("--provider", "anthropic", "--model", "claude-opus-4-1")
+    line = _one_line_error(result)
+    assert result.returncode == 1
+    assert line == "sessiongen: error: model 'claude-opus-4-1' was retired on 2026-08-05"
+
+
 def test_an_emulator_with_a_token_needs_it_and_works_with_it() -> None:
     guarded = Emulator(env={"SESSIONGEN_EMULATOR_TOKEN": "s3cret"})
     try:

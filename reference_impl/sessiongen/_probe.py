@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import date
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
@@ -197,14 +196,12 @@ def _worst_price(model: str, lifetime: Lifetime = "default") -> float:
     return max(p.input, p.cache_write_1h if lifetime == "long" else p.cache_write_5m)
 
 
-def available_models(provider: Provider, today: date | None = None) -> list[str]:
-    """The catalogued, priced, unretired models of `provider`."""
-    today = today or date.today()
+def available_models(provider: Provider) -> list[str]:
+    """The catalogued, priced, unretired models of `provider` (a model with a retirement
+    date is out, as the emulator answers it 404 whatever the date)."""
     found = []
     for info in list_models():
-        if info.provider != provider:
-            continue
-        if info.retired is not None and date.fromisoformat(info.retired) <= today:
+        if info.provider != provider or info.retired is not None:
             continue
         try:
             price(info.id)
@@ -214,10 +211,10 @@ def available_models(provider: Provider, today: date | None = None) -> list[str]
     return found
 
 
-def cheapest_model(provider: Provider, today: date | None = None) -> str:
+def cheapest_model(provider: Provider) -> str:
     """The model the probes cost least on: the smallest minimum prefix times its worst
     per-token price (ties: catalog order)."""
-    models = available_models(provider, today)
+    models = available_models(provider)
     if not models:
         raise ProbeError(f"no catalogued model for {provider}")
     best = min(models, key=lambda m: get_model(m).min_cacheable_tokens * _worst_price(m))
@@ -847,9 +844,8 @@ def run(
     _import_sdk(provider)  # a missing SDK before anything else
     if model is None:
         model = cheapest_model(provider)
-    elif model not in available_models(provider) and not _alias_of_available(provider, model):
-        known = ", ".join(available_models(provider))
-        raise ProbeError(f"unknown model {model!r} for {provider} (catalogued: {known})")
+    else:
+        check_model(provider, model)
     run_id = run_id or secrets.token_hex(4)
     admin = detect_emulator(base_url, emulator_token) if base_url is not None else None
     with ExitStack() as stack:
@@ -934,11 +930,20 @@ def size(
     return the_plan, predicted, counted
 
 
-def _alias_of_available(provider: Provider, model: str) -> bool:
+def check_model(provider: Provider, model: str) -> None:
+    """`ProbeError` unless `model` (an id or alias) is one of `available_models(provider)`."""
+    available = available_models(provider)
     try:
-        return get_model(model).id in available_models(provider)
+        info = get_model(model)
     except KeyError:
-        return False
+        info = None
+    if info is not None and info.provider == provider and info.id not in available:
+        why = f"was retired on {info.retired}" if info.retired else "has no price in the catalog"
+        raise ProbeError(f"model {model!r} {why}")
+    if info is None or info.id not in available:
+        raise ProbeError(
+            f"unknown model {model!r} for {provider} (catalogued: {', '.join(available)})"
+        )
 
 
 def render(report: Report) -> list[str]:

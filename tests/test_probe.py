@@ -284,6 +284,27 @@ def test_an_endpoint_that_never_caches_disagrees_and_is_not_taken_for_an_emulato
     assert verdicts == [False, False, False, False, False]  # every write or read is missing
 
 
+def test_a_request_the_endpoint_fails_disagrees_and_the_rest_still_run(
+    target: Emulator, tmp_path: Path
+) -> None:
+    """The target answers the first request (shared-prefix A) 529: that request shows the
+    error, its probe disagrees, and every other request is still sent and compared."""
+    fault = {"status": 529, "count": 1, "message": "Overloaded"}
+    target.admin.post("/_emulator/faults", json=fault).raise_for_status()
+    out = tmp_path / "probe.json"
+    result = _probe("--provider", "openai", "--base-url", target.url, "--json", str(out))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "shared-prefix A: the endpoint answered HTTP 529: Overloaded" in result.stdout
+    assert result.stdout.rstrip().endswith(
+        "1 of 2 probes agree with the emulator's prediction (1 disagree)"
+    )
+    a, b = _probe_named(_report(out), "shared-prefix")["requests"]
+    error = "the endpoint answered HTTP 529: Overloaded"
+    assert (a["real"], a["agree"], a["error"]) == (None, False, error)
+    assert b["agree"] is True
+    assert len([r for r in target.requests() if r["path"] == "/v1/chat/completions"]) == 5
+
+
 # --- cost --------------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import sys
 import time
@@ -289,6 +290,8 @@ class RequestResult:
     predicted: Counts
     real: Counts | None = None
     agree: bool | None = None
+    error: str | None = None
+    """The endpoint's error for this request, which then has no `real` usage."""
 
 
 @dataclass
@@ -442,11 +445,6 @@ def _import_sdk(provider: Provider) -> Any:
         ) from None
 
 
-NO_COUNT_STATUSES = frozenset({400, 404, 405, 501})
-"""A count endpoint answering one of these is taken as absent (the emulator serves no count
-for Bedrock, OpenAI or Gemini): the prefix is then sized by the emulator's counter alone."""
-
-
 def _roles(turns: Sequence[str]) -> Iterator[tuple[str, str]]:
     for i, text in enumerate(turns):
         yield ("user" if i % 2 == 0 else "assistant"), text
@@ -490,7 +488,7 @@ class AnthropicDriver:
         try:
             with self._errors():
                 counted = self._client.messages.count_tokens(**self._body(prompt))
-        except _NoCount:
+        except RequestFailed:
             return None
         return int(counted.input_tokens)
 
@@ -537,7 +535,7 @@ class OpenAIDriver:
                 counted = self._client.responses.input_tokens.count(
                     model=prompt.model, instructions=prompt.system, input=items
                 )
-        except _NoCount:
+        except RequestFailed:
             return None
         return int(counted.input_tokens)
 
@@ -595,7 +593,7 @@ class GeminiDriver:
         try:
             with self._errors():
                 counted = self._client.models.count_tokens(model=prompt.model, contents=contents)
-        except _NoCount:
+        except RequestFailed:
             return None
         return int(counted.total_tokens or 0) or None
 
@@ -668,7 +666,7 @@ class BedrockDriver:
                 counted = self._client.count_tokens(
                     modelId=prompt.model, input={"converse": self._body(prompt)}
                 )
-        except _NoCount:
+        except RequestFailed:
             return None
         return int(counted["inputTokens"])
 
@@ -694,17 +692,17 @@ class BedrockDriver:
         self._client.close()
 
 
-class _NoCount(ProbeError):
-    """A count endpoint that is not there (`NO_COUNT_STATUSES`)."""
+class RequestFailed(ProbeError):
+    """One request answered with an HTTP error other than refused credentials: the probe
+    records it against that request and goes on (a count that fails is taken as absent)."""
 
 
 def _status_error(status: int, message: str) -> ProbeError:
     first = message.strip().splitlines()[0] if message.strip() else "no message"
-    if status in NO_COUNT_STATUSES:
-        return _NoCount(f"the endpoint answered HTTP {status}: {first}")
-    if status in (401, 403):
-        return ProbeError(f"the endpoint refused the credentials (HTTP {status}): {first}")
-    return ProbeError(f"the endpoint answered HTTP {status}: {first}")
+    first = re.sub(r"^Error code: \d+ - ", "", first)  # the openai and anthropic SDKs' prefix
+    if status not in (401, 403):
+        return RequestFailed(f"the endpoint answered HTTP {status}: {first}")
+    return ProbeError(f"the endpoint refused the credentials (HTTP {status}): {first}")
 
 
 def api_key_from_env(provider: Provider) -> str | None:
@@ -773,13 +771,22 @@ def plan(model: str, run_id: str, *, with_ttl: bool, tokens: int | None = None) 
     return Plan(model, chosen, order, prompts, tokens)
 
 
-def run_plan(the_plan: Plan, driver: Driver, clock: Clock) -> dict[tuple[int, int], Usage]:
-    """Send every request in timeline order, waiting on `clock` before each."""
-    usages = {}
+def run_plan(
+    the_plan: Plan, driver: Driver, clock: Clock, *, keep_going: bool = False
+) -> dict[tuple[int, int], Usage | str]:
+    """Send every request in timeline order, waiting on `clock` before each. With
+    `keep_going`, a request that fails (`RequestFailed`) is recorded as its error message and
+    the rest are still sent; refused credentials and connection errors stop the run."""
+    usages: dict[tuple[int, int], Usage | str] = {}
     for key in the_plan.order:
         p, s = key
         clock.until(the_plan.probes[p].steps[s].at)
-        usages[key] = driver.send(the_plan.prompts[key])
+        try:
+            usages[key] = driver.send(the_plan.prompts[key])
+        except RequestFailed as exc:
+            if not keep_going:
+                raise
+            usages[key] = str(exc)
     return usages
 
 
@@ -793,7 +800,8 @@ def predict(provider: Provider, the_plan: Plan) -> dict[tuple[int, int], Usage]:
         server = stack.enter_context(BackgroundServer(state))
         driver = make_driver(provider, server.url, None, emulator=True)
         stack.callback(driver.close)
-        return run_plan(the_plan, driver, VirtualClock(state.clock.advance))
+        usages = run_plan(the_plan, driver, VirtualClock(state.clock.advance))
+    return {key: usage for key, usage in usages.items() if isinstance(usage, Usage)}
 
 
 @dataclass
@@ -876,14 +884,19 @@ def run(
                 f"${max_cost:.2f}: raise --max-cost, leave out --with-ttl or pick a cheaper "
                 "--model"
             )
-        real = run_plan(the_plan, driver, clock)
+        real = run_plan(the_plan, driver, clock, keep_going=True)
     results = [ProbeResult(probe.name, probe.checks) for probe in the_plan.probes]
     for p, probe in enumerate(the_plan.probes):
         for s, step in enumerate(probe.steps):
-            got, want = Counts.of(real[p, s]), Counts.of(predicted[p, s])
-            results[p].requests.append(
-                RequestResult(step.label, step.at, want, got, counts_agree(got, want, tolerance))
-            )
+            want, answer = Counts.of(predicted[p, s]), real[p, s]
+            if isinstance(answer, str):
+                request = RequestResult(step.label, step.at, want, None, False, answer)
+            else:
+                got = Counts.of(answer)
+                request = RequestResult(
+                    step.label, step.at, want, got, counts_agree(got, want, tolerance)
+                )
+            results[p].requests.append(request)
     report = Report(
         provider,
         model,
@@ -963,15 +976,17 @@ def render(report: Report) -> list[str]:
     rows: list[tuple[str, ...]] = []
     for probe in report.probes:
         for i, r in enumerate(probe.requests):
-            real = r.real or Counts(0, 0, 0)
+            real = (
+                ("error", "-", "-")
+                if r.real is None
+                else (f"{r.real.input:,}", f"{r.real.cache_read:,}", f"{r.real.cache_write:,}")
+            )
             rows.append(
                 (
                     probe.name if i == 0 else "",
                     r.label,
                     f"{r.at:.0f}",
-                    f"{real.input:,}",
-                    f"{real.cache_read:,}",
-                    f"{real.cache_write:,}",
+                    *real,
                     f"{r.predicted.input:,}",
                     f"{r.predicted.cache_read:,}",
                     f"{r.predicted.cache_write:,}",
@@ -991,6 +1006,14 @@ def render(report: Report) -> list[str]:
 
     lines = ["", line(head)]
     lines += [line(row) if row else "" for row in rows]
+    lines += [
+        f"{probe.name} {r.label}: {r.error}"
+        for probe in report.probes
+        for r in probe.requests
+        if r.error is not None
+    ]
+    if lines[-1]:
+        lines.append("")
     total = len(report.probes)
     last = f"{report.agreeing} of {total} probes agree with the emulator's prediction"
     if report.agreeing < total:

@@ -1,7 +1,8 @@
 """The `sessiongen` command: `demo` runs the main job, `serve` serves sessions over HTTP,
-`emulator` serves the emulator, `experiment warming` replays warming policies over a trace
-and writes tables and plots, `bench` runs the benchmarks and writes bench.json, `workbench`
-runs every notebook, regenerates the contract's evidence and builds the docs site."""
+`emulator` serves the emulator (`emulator probe` checks its cache rules against an endpoint),
+`experiment warming` replays warming policies over a trace and writes tables and plots,
+`bench` runs the benchmarks and writes bench.json, `workbench` runs every notebook,
+regenerates the contract's evidence and builds the docs site."""
 
 from __future__ import annotations
 
@@ -79,6 +80,46 @@ def seed(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+
+
+def base_url(text: str) -> str:
+    """An argparse type: an http(s) URL with a host."""
+    from ._probe import check_base_url
+
+    try:
+        return check_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def usd(text: str) -> float:
+    """An argparse type: a non-negative amount of US dollars."""
+    try:
+        amount = float(text)
+    except ValueError:
+        amount = -1.0
+    if not amount >= 0 or amount == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative amount of USD, got {text!r}")
+    return amount
+
+
+def share(text: str) -> float:
+    """An argparse type: a fraction from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction from 0 to 1, got {text!r}")
+    return value
+
+
+def new_file(text: str) -> Path:
+    """An argparse type: a file to write, in an existing directory (checked before any work)."""
+    path = Path(text)
+    if path.is_dir() or not path.resolve().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"must be a file in an existing directory, got {text!r}")
+    return path
 
 
 def directory(text: str) -> Path:
@@ -169,6 +210,77 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=10_000,
         help="requests the log keeps, oldest dropped first and counted (default 10000; "
         "0 keeps every request)",
+    )
+
+    emulator_commands = emulator.add_subparsers(
+        dest="emulator_command",
+        title="subcommand",
+        description="none: serve the emulator with the options above",
+    )
+    probe = emulator_commands.add_parser(
+        "probe",
+        help="check the emulator's cache rules against an endpoint: the provider's real API "
+        "with your key, or an emulator",
+        description="Run the cache probes (shared prefix, warm ping; with --with-ttl also the "
+        "TTL boundary and retention) through the provider's official SDK against --base-url, "
+        "and print each request's usage beside the prediction of an embedded emulator that "
+        "runs the same requests on its virtual clock. Against a sessiongen emulator the waits "
+        "move its clock; against anything else they are real sleeps. Exit 0 when every probe "
+        "agrees, 3 when one disagrees, 1 on an error. See docs/probe.md.",
+    )
+    probe.add_argument(
+        "--provider",
+        choices=DEMO_PROVIDERS,
+        required=True,
+        help="the API and its official SDK (bedrock: boto3 Converse, openai: Chat "
+        "Completions, gemini: google-genai)",
+    )
+    probe.add_argument(
+        "--base-url",
+        type=base_url,
+        metavar="URL",
+        help="the endpoint (default: the SDK's own, e.g. https://api.anthropic.com); for "
+        "openai a URL without /v1 gets it",
+    )
+    probe.add_argument(
+        "--model",
+        help="the model (default: the provider's catalogued model the probes cost least on)",
+    )
+    probe.add_argument(
+        "--api-key",
+        help="the provider key (default: the SDK's usual variable, e.g. ANTHROPIC_API_KEY; "
+        "for bedrock a Bedrock API key, else boto3's AWS credentials); an emulator gets a "
+        "placeholder unless this is given (prefer the variable: a command line is visible "
+        "to other users)",
+    )
+    probe.add_argument(
+        "--with-ttl",
+        action="store_true",
+        help="also the TTL-boundary and retention probes: 10 minutes of real waiting against "
+        "a real endpoint (a clock move on an emulator)",
+    )
+    probe.add_argument(
+        "--max-cost",
+        type=usd,
+        default=0.05,
+        metavar="USD",
+        help="refuse to send when the estimated worst-case cost is above this (default 0.05)",
+    )
+    probe.add_argument(
+        "--tolerance",
+        type=share,
+        default=0.10,
+        help="how far a read or write may differ as a share of the input (default 0.10)",
+    )
+    probe.add_argument(
+        "--emulator-token",
+        help=f"the bearer token of an emulator's admin API (default: ${EMULATOR_TOKEN_ENV})",
+    )
+    probe.add_argument(
+        "--json",
+        type=new_file,
+        metavar="FILE",
+        help="also write the results here (its directory must exist)",
     )
 
     experiment = commands.add_parser(
@@ -326,10 +438,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.token == "":
             server.error("argument --token: must not be empty")
         return _serve(server, args.host, args.port, args.db, args.provider, token, args.workspace)
+    if args.emulator_command == "probe":
+        served = [
+            option
+            for option, value, default in (
+                ("--host", args.host, "127.0.0.1"),
+                ("--port", args.port, 8765),
+                ("--token", args.token, None),
+                ("--log-capacity", args.log_capacity, 10_000),
+            )
+            if value != default
+        ]
+        if served:
+            emulator.error(f"argument {served[0]}: serves an emulator, so not with probe")
+        return _probe(args)
     if args.token == "":
         emulator.error("argument --token: must not be empty")
     token = args.token if args.token is not None else os.environ.get(EMULATOR_TOKEN_ENV) or None
     return _emulator(emulator, args.host, args.port, token, args.log_capacity)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    """`sessiongen emulator probe`: the probes, the table, exit 0 (all agree) or 3."""
+    from ._probe import ProbeError, run, write_json
+
+    token = args.emulator_token or os.environ.get(EMULATOR_TOKEN_ENV) or None
+    try:
+        report = run(
+            args.provider,
+            base_url=args.base_url,
+            model=args.model,
+            api_key=args.api_key,
+            with_ttl=args.with_ttl,
+            max_cost=args.max_cost,
+            tolerance=args.tolerance,
+            emulator_token=token,
+            out=lambda line: print(line, flush=True),
+        )
+        if args.json is not None:
+            write_json(report, args.json)
+    except ProbeError as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
+    except KeyboardInterrupt:
+        print("sessiongen: interrupted", file=sys.stderr)
+        return 130
+    return 0 if report.agreeing == len(report.probes) else 3
 
 
 def _emulator(

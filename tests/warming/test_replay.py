@@ -513,3 +513,27 @@ def test_the_optimum_replays_its_schedule_with_the_client_breakpoints() -> None:
     assert best.decisions == single.decisions
     assert best.result.tokens.cache_read > single.result.tokens.cache_read
     assert best.total_cost < single.total_cost
+
+
+async def test_a_real_log_replays_as_the_emulator_bills_it(emulator: Emulator) -> None:
+    """A real Claude Code log (d-kimuson/claude-code-viewer @ f299e8f8, reduced fixture) as
+    recorded, with its client breakpoints, shared prefixes and a prefix cached before the
+    log: the in-memory replay and the emulator over the SDK agree request by request."""
+    from pathlib import Path
+
+    from sessiongen.warming.formats import load_trace
+
+    real = Path(__file__).parent / "fixtures" / "real" / "claude-code" / "v1.0-in-file-subagents"
+    trace = load_trace(real, "claude-code")
+    assert trace.warm and prepare(trace).marked
+    policy = policies.AsRecorded()
+    fast = replay(trace, policy, model=MODEL, keep_usage=True)
+    sdk = await replay_through_client(
+        trace,
+        policy,
+        emulator.client,
+        set_clock=emulator.set_clock,
+        script_output=emulator.script_output,
+        model=MODEL,
+    )
+    assert fast == sdk

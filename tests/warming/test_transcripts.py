@@ -39,15 +39,15 @@ def test_claude_code_directory_loads_exactly() -> None:
         # tools prefix, block 0 of every main session's prompt (A's too, which wrote it).
         (SESSION_A, 0.0, (0, 1), (14800, 414), 188),
         (SESSION_A, 5.4, (0, 1, 2), (14800, 414, 1833), 412),
-        (SESSION_B, 120.0, (0, 4), (14800, 2412), 150),
+        (SESSION_B, 120.0, (0, 3), (14800, 2412), 150),
         # the subagent's own session; its first call read nothing, so no prefix is known
-        (f"{SESSION_B}/a7f3e21", 123.5, (5,), (6005,), 220),
-        (f"{SESSION_B}/a7f3e21", 126.8, (5, 6), (6005, 904), 310),
-        (SESSION_B, 132.0, (0, 4, 7), (14800, 2412, 703), 260),
-        (SESSION_A, 270.0, (0, 1, 2, 8), (14800, 414, 1833, 526), 95),
+        (f"{SESSION_B}/a7f3e21", 123.5, (4,), (6005,), 220),
+        (f"{SESSION_B}/a7f3e21", 126.8, (4, 5), (6005, 904), 310),
+        (SESSION_B, 132.0, (0, 3, 6), (14800, 2412, 703), 260),
+        (SESSION_A, 270.0, (0, 1, 2, 7), (14800, 414, 1833, 526), 95),
         # after the compaction the prompt is smaller: a reset that keeps the shared system
         # prefix and adds one new block; the <synthetic> message after it made no call.
-        (SESSION_A, 1201.0, (0, 9), (14800, 509), 300),
+        (SESSION_A, 1201.0, (0, 8), (14800, 509), 300),
     ]
 
 
@@ -139,8 +139,8 @@ def test_opencode_directory_loads_exactly() -> None:
         (OPENCODE_A, 299.85, (0, 1, 2, 3), (14000, 1020, 1348, 409), 120),
         # the aborted message with no usage made no call; session B's one message has two
         # steps: the second is sent when the first step's tool run ended (09:10:09)
-        (OPENCODE_B, 600.15, (0, 5), (14000, 1120), 230),
-        (OPENCODE_B, 608.65, (0, 5, 6), (14000, 1120, 1904), 310),
+        (OPENCODE_B, 600.15, (0, 4), (14000, 1120), 230),
+        (OPENCODE_B, 608.65, (0, 4, 5), (14000, 1120, 1904), 310),
     ]
 
 

@@ -182,3 +182,22 @@ def test_claude_a_directory_of_real_logs_keeps_every_session_apart() -> None:
     trace = load_trace(REAL / "claude-code", "claude-code")
     assert (len(trace.requests), len(trace.sessions())) == (39, 10)
     assert all(r.recorded is not None and len(r.breakpoints) <= 3 for r in trace.requests)
+
+
+def test_a_prefix_read_before_the_log_begins_is_warm_in_the_replay() -> None:
+    """d-kimuson/claude-code-viewer @ f299e8f8, fe5e1c67: the main session's first call reads
+    14,874 tokens no call of the log wrote (a session before the log did). The importer
+    records that prefix as warm, and the replay as recorded reads it, unbilled, as the
+    provider did; without it the replay writes it instead."""
+    from sessiongen.warming.calibration import calibrate
+    from sessiongen.warming.replay import prepare
+
+    trace = load_trace(REAL / "claude-code" / "v1.0-in-file-subagents", "claude-code")
+    first = trace.requests[0]
+    assert first.recorded is not None and first.recorded.cache_read_tokens == 14874
+    [entry] = [w for w in trace.warm if w.request == 0]
+    assert sum(first.block_tokens[: entry.block + 1]) == 14874
+    row = calibrate(trace).rows[0]
+    assert (row.real_cache_read_tokens, row.predicted_cache_read_tokens) == (14874, 14874)
+    cold = prepare(trace).single()  # the optimum's model: nothing warm (and one breakpoint)
+    assert not cold.warm and calibrate(cold).rows[0].predicted_cache_read_tokens == 0

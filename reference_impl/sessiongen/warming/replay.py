@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..cache import (
@@ -82,16 +82,24 @@ class PreparedTrace:
     turn: tuple[int, ...]
     extends: tuple[bool, ...]
     marked: bool = False
+    warm: dict[int, tuple[FlatBlocks, ...]] = field(default_factory=dict)
+    """Request index -> the prefixes the record shows cached before the trace began
+    (`Trace.warm`), each as flattened blocks ending at its breakpoint; a replay puts them in
+    the cache, unbilled, just before that request."""
 
     def single(self) -> PreparedTrace:
-        """This trace with one breakpoint per request, on its last block (itself when no
-        request has more)."""
-        return prepare(self.trace, client_breakpoints=False) if self.marked else self
+        """This trace with one breakpoint per request, on its last block, and nothing cached
+        before it (itself when no request has more breakpoints and nothing is warm): the
+        offline optimum's planning model."""
+        if self.marked or self.warm:
+            return prepare(self.trace, client_breakpoints=False)
+        return self
 
 
 def prepare(trace: Trace, *, client_breakpoints: bool = True) -> PreparedTrace:
     """Intern prefix hashes and link sessions; raises ValueError on a malformed trace.
-    `client_breakpoints=False` marks every request on its last block only."""
+    `client_breakpoints=False` marks every request on its last block only and leaves out
+    the trace's warm entries."""
     ids: dict[tuple[str, int], str] = {}
     hashes: list[tuple[str, ...]] = []
     blocks: dict[TTL, list[FlatBlocks]] = {ttl: [] for ttl in _TTLS}
@@ -145,6 +153,16 @@ def prepare(trace: Trace, *, client_breakpoints: bool = True) -> PreparedTrace:
                 j < len(chain) and chain[j] == hashes[p][j] and len(chain) - 1 - j < LOOKBACK_WINDOW
             )
         extends.append(ok)
+    warm: dict[int, list[FlatBlocks]] = {}
+    for entry in trace.warm if client_breakpoints else ():
+        positions = hashes[entry.request]
+        counts = trace.requests[entry.request].block_tokens
+        head: FlatBlocks = tuple(
+            (c, n, None) for c, n in zip(positions[: entry.block], counts, strict=False)
+        )
+        warm.setdefault(entry.request, []).append(
+            (*head, (positions[entry.block], counts[entry.block], entry.ttl))
+        )
     return PreparedTrace(
         trace=trace,
         hashes=tuple(hashes),
@@ -155,6 +173,7 @@ def prepare(trace: Trace, *, client_breakpoints: bool = True) -> PreparedTrace:
         turn=tuple(turn),
         extends=tuple(extends),
         marked=marked,
+        warm={i: tuple(v) for i, v in warm.items()},
     )
 
 
@@ -357,8 +376,12 @@ def replay(
     add = ledger.add
     client = _client(prepared, policy, min_tokens, counts)
     call = next(client, None)
+    warm = prepared.warm
     while call is not None:
         i, ttl, when, ping, alive = call
+        if not ping and i in warm:  # cached before the trace: in the store, never billed
+            for entry in warm[i]:
+                apply(entry, model=model_id, now=when, min_tokens=min_tokens)
         if ttl is None or (fast_path and alive):
             flat = whole[ttl][i]
         else:
@@ -403,6 +426,20 @@ def messages_params(
     }
 
 
+def _warm_params(
+    prepared: PreparedTrace, index: int, block: int, ttl: TTL, model: str
+) -> dict[str, Any]:
+    """The Messages request that caches trace request `index`'s prompt up to `block` (a warm
+    entry), one output token."""
+    request = prepared.trace.requests[index]
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": block_text(b, n)}
+        for b, n in zip(request.blocks[: block + 1], request.block_tokens, strict=False)
+    ]
+    content[-1]["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+    return {"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": content}]}
+
+
 async def replay_through_client(
     trace: Trace | PreparedTrace,
     policy: Policy,
@@ -425,9 +462,15 @@ async def replay_through_client(
     while call is not None:
         i, ttl, when, ping, _ = call
         output = 0 if ping else prepared.trace.requests[i].output_tokens
+        await set_clock(when)
+        for entry in prepared.trace.warm if not ping else ():
+            if entry.request == i:  # cached before the trace: sent, never billed
+                await script_output(1)
+                await client.messages.create(
+                    **_warm_params(prepared, i, entry.block, entry.ttl, model)
+                )
         if not ping:
             await script_output(output)
-        await set_clock(when)
         # A request keeps at least one output token of room; its scripted count is exact.
         params = messages_params(prepared, i, ttl, 0 if ping else max(output, 1), model)
         message = await client.messages.create(**params)

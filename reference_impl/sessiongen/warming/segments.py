@@ -23,6 +23,11 @@ class SegmentChain:
         self._next_id += 1
         return block
 
+    def prompt(self, session: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The session's previous prompt as blocks and block tokens (empty before its
+        first)."""
+        return self._prompts.get(session, ((), ()))
+
     def prompt_tokens(self, session: str) -> int:
         """Tokens of the session's previous prompt (0 before its first)."""
         return sum(self._prompts.get(session, ((), ()))[1])

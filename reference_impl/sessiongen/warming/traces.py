@@ -111,11 +111,25 @@ class TraceRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class WarmEntry:
+    """A prefix the record shows cached before the trace begins: request `request` really
+    read its prompt up to block `block`, and no earlier request of the trace wrote it (an
+    agent's system prompt, written by a session the log does not hold). A replay puts it in
+    the cache, unbilled, just before that request, with `ttl`."""
+
+    request: int
+    block: int
+    ttl: TTL
+
+
+@dataclass(frozen=True, slots=True)
 class Trace:
-    """A named, time-ordered sequence of requests."""
+    """A named, time-ordered sequence of requests, and the prefixes the record shows cached
+    before it began (`warm`, from importers that read real usage)."""
 
     name: str
     requests: tuple[TraceRequest, ...]
+    warm: tuple[WarmEntry, ...] = ()
 
     @classmethod
     def ordered(cls, name: str, requests: Iterable[TraceRequest]) -> Trace:

@@ -22,12 +22,21 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import accumulate
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..cache import TTL, TTL_SECONDS
 from .segments import SegmentChain
-from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest, unix_micros
+from .traces import (
+    RecordedUsage,
+    Trace,
+    TraceFormatError,
+    TraceRequest,
+    WarmEntry,
+    unix_micros,
+)
 
 # The smallest prompt prefix Anthropic caches (Sonnet and Opus; Haiku needs 2,048): a shorter
 # first read is not taken as a shared system prefix.
@@ -69,6 +78,16 @@ def _fork_source(latest: dict[str, _Prompt], session: str, read: int) -> tuple[s
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _Left:
+    """What a session's latest call left in the cache: when, how many tokens (its read plus
+    its write) and with which TTL."""
+
+    at: int
+    cached: int
+    ttl: TTL
+
+
 @dataclass(slots=True)
 class _Layout:
     """Turns calls, in time order, into prompt blocks: the session chain plus the prefixes
@@ -76,18 +95,22 @@ class _Layout:
 
     prefixes: dict[str, int]  # agent -> tokens of its shared system + tools prefix
     chain: SegmentChain = field(default_factory=SegmentChain)
-    shared: dict[str, int] = field(default_factory=dict)  # agent -> the prefix's block id
+    shared: dict[tuple[str, int], int] = field(default_factory=dict)  # (agent, tokens) -> block
     keep: dict[str, int] = field(default_factory=dict)  # session -> tokens a reset keeps
     # model -> session -> its latest prompt, the most recent session last
     latest: dict[str, dict[str, _Prompt]] = field(default_factory=dict)
+    left: dict[str, _Left] = field(default_factory=dict)  # session -> its latest call's entry
 
-    def blocks(self, call: _Call) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
-        """The call's blocks and block tokens, and whether block 0 is a shared system prefix."""
+    def blocks(self, call: _Call) -> tuple[tuple[int, ...], tuple[int, ...], int, int | None]:
+        """The call's blocks and block tokens, how many of its first blocks are prefixes
+        shared between sessions, and the last block the call read that no earlier call of
+        the trace wrote (a prefix cached before the log begins), if any."""
         session, prompt = call.session, call.prompt_tokens
         latest = self.latest.setdefault(call.model, {})
+        read = call.recorded.cache_read_tokens
+        before_log = None
         if session not in self.keep:  # the session's first call
             self.keep[session] = 0
-            read = call.recorded.cache_read_tokens
             fork = _fork_source(latest, session, read)
             prefix = self.prefixes.get(call.agent, 0)
             if fork is not None and fork[1][0] <= prompt:
@@ -96,18 +119,61 @@ class _Layout:
                 blocks, tokens = self.chain.extend(session, shared, prompt - shared)
                 self.keep[session] = self.keep.get(source, 0)
             elif prefix and prompt >= prefix:
-                block = self.shared.setdefault(call.agent, self.chain.new_id())
-                self.chain.set(session, (block,), (prefix,))
-                blocks, tokens = self.chain.extend(session, prefix, prompt - prefix)
+                # The agent's prefix, then (a longer first read) the longer prefix it read:
+                # a system prompt an earlier session sent the same, behind the tools.
+                levels = [prefix] + ([read] if prefix < read <= prompt else [])
+                head: list[int] = []
+                sizes: list[int] = []
+                fresh = False
+                for level in levels:
+                    key = (call.agent, level)
+                    fresh = key not in self.shared
+                    if fresh:
+                        self.shared[key] = self.chain.new_id()
+                    head.append(self.shared[key])
+                    sizes.append(level - sum(sizes))
+                self.chain.set(session, tuple(head), tuple(sizes))
+                blocks, tokens = self.chain.extend(session, levels[-1], prompt - levels[-1])
                 self.keep[session] = prefix
+                if fresh and read >= levels[-1]:
+                    before_log = len(levels) - 1
             else:
                 blocks, tokens = self.chain.grow(session, prompt)
         else:
-            blocks, tokens = self.chain.grow(session, prompt, self.keep[session])
+            edited = self._edited(call)
+            if edited is not None:
+                blocks, tokens = self.chain.extend(session, edited, prompt - edited)
+            else:
+                blocks, tokens = self.chain.grow(session, prompt, self.keep[session])
         latest.pop(session, None)  # re-insert: the most recent prompt last
         latest[session] = (prompt, blocks, tokens)
-        shared = bool(self.keep[session]) and tokens[0] == self.keep[session]
-        return blocks, tokens, shared
+        ttl = call.recorded.ttl or (self.left[session].ttl if session in self.left else "5m")
+        cached = read + call.recorded.cache_write_tokens
+        self.left[session] = _Left(call.at, cached, ttl)
+        ids = set(self.shared.values())
+        heads = 0
+        while heads < len(blocks) - 1 and blocks[heads] in ids:
+            heads += 1
+        return blocks, tokens, heads, before_log
+
+    def _edited(self, call: _Call) -> int | None:
+        """The tokens a later call shares with its session's previous prompt when the
+        history was edited (Claude Code clears old tool results): what the call really
+        read, when that is less than the previous call left cached while its entry was
+        certainly alive (within its TTL) and no less than the session's system prefix; else
+        None (the prompt grows or resets as its size says). Whole segments only
+        (`SegmentChain.extend`)."""
+        left = self.left.get(call.session)
+        read = call.recorded.cache_read_tokens
+        if left is None or not self.keep[call.session] <= read < left.cached:
+            return None
+        if call.at - left.at > TTL_SECONDS[left.ttl] * 1_000_000:
+            return None  # the entry may have expired: a short read says nothing of content
+        # A read ends at an earlier call's breakpoint, that call's uncached tail short of its
+        # prompt's end: the segments up to there are kept.
+        ends = list(accumulate(self.chain.prompt(call.session)[1]))
+        kept = max((end for end in ends if end <= read + FORK_SLACK), default=0)
+        return kept if kept >= self.keep[call.session] and kept <= call.prompt_tokens else None
 
 
 def _shared_prefixes(calls: list[_Call]) -> dict[str, int]:
@@ -129,28 +195,29 @@ def _shared_prefixes(calls: list[_Call]) -> dict[str, int]:
     return prefixes
 
 
-def _breakpoints(blocks: int, shared: bool) -> tuple[int, ...]:
+def _breakpoints(blocks: int, heads: int) -> tuple[int, ...]:
     """The blocks a client marks that caches the system prompt and the last two messages
-    (Claude Code; opencode on Anthropic routes): the shared system + tools block when known,
-    the previous prompt's end (the second-to-last message: what the previous call wrote)
-    and the last block."""
-    marks = {blocks - 1}
-    if blocks >= 2:
-        marks.add(blocks - 2)
-    if shared:
-        marks.add(0)
-    return tuple(sorted(marks))
+    (Claude Code; opencode on Anthropic routes): the end of each shared prefix (tools, then
+    the system prompt when sessions share it too: the first `heads` blocks), the previous
+    prompt's end (the second-to-last message: what the previous call wrote) and the last
+    block; at most four, the shared prefixes' earliest dropped first."""
+    tail = {blocks - 1, *([blocks - 2] if blocks >= 2 else [])}
+    marks = sorted({*range(heads), *tail})
+    return tuple(marks[-4:])
 
 
 def _trace(name: str, calls: list[_Call]) -> Trace:
     calls.sort(key=lambda call: call.at)  # stable: a session's calls in time order
     layout = _Layout(_shared_prefixes(calls))
     start = calls[0].at if calls else 0
-    requests = []
+    requests: list[TraceRequest] = []
+    warm: list[WarmEntry] = []
     for call in calls:
-        blocks, tokens, shared = layout.blocks(call)
+        blocks, tokens, heads, before_log = layout.blocks(call)
         at = (call.at - start) / 1_000_000
-        marks = _breakpoints(len(blocks), shared) if call.marks_system else ()
+        marks = _breakpoints(len(blocks), heads) if call.marks_system else ()
+        if before_log is not None:
+            warm.append(WarmEntry(len(requests), before_log, call.recorded.ttl or "5m"))
         requests.append(
             TraceRequest(
                 call.session,
@@ -163,7 +230,7 @@ def _trace(name: str, calls: list[_Call]) -> Trace:
                 output_known=call.output_known,
             )
         )
-    return Trace(name, tuple(requests))
+    return Trace(name, tuple(requests), tuple(warm))
 
 
 def _files(path: Path, suffix: str) -> list[Path]:

@@ -79,7 +79,8 @@ async def test_a_different_last_message_still_reads_the_shared_system_prompt(
     first = chat("gpt-4.1", "What does app.py do?")
     assert await cached(client, first) == 0
     state.clock.advance(60)
-    second = chat("gpt-4.1", "Write a title for this session.")
+    # A last message long enough to hold breakpoints of its own, none of them shared.
+    second = chat("gpt-4.1", "Write a title for this session. " * 40)
     shared = shared_tokens(second)
     assert shared >= 1024
     assert await cached(client, second) == shared // 128 * 128
@@ -96,12 +97,13 @@ async def test_responses_with_the_same_instructions_read_them(
     first = await client.responses.create(
         model="gpt-4.1", instructions=SYSTEM, input="Summarise app.py.", store=False
     )
+    question = "Now a title, please. " * 60
     second = await client.responses.create(
-        model="gpt-4.1", instructions=SYSTEM, input="Now a title, please.", store=False
+        model="gpt-4.1", instructions=SYSTEM, input=question, store=False
     )
     assert first.usage is not None and second.usage is not None
     assert first.usage.input_tokens_details.cached_tokens == 0
-    body = {"model": "gpt-4.1", "instructions": SYSTEM, "input": "Now a title, please."}
+    body = {"model": "gpt-4.1", "instructions": SYSTEM, "input": question}
     shared = shared_tokens(body, RESPONSES_PATH)
     assert second.usage.input_tokens_details.cached_tokens == shared // 128 * 128 >= 1024
 
@@ -126,7 +128,8 @@ async def test_a_warming_ping_keeps_the_history_for_the_next_turn(
     shared = shared_tokens(ping, positions=3)
     assert await cached(client, ping) == shared // 128 * 128
     state.clock.advance(180)  # 7 minutes after the turn, 3 after the ping
-    later = {"model": "gpt-4o", "messages": [*history, {"role": "user", "content": "Docs?"}]}
+    docs = "Now write the docs for it. " * 30  # long enough for breakpoints of its own
+    later = {"model": "gpt-4o", "messages": [*history, {"role": "user", "content": docs}]}
     assert await cached(client, later) == shared // 128 * 128
     # Without the ping, 7 idle minutes are past the in-memory lifetime (5 minutes).
     state.reset()
@@ -160,11 +163,14 @@ async def test_the_breakpoint_interval_is_catalog_data(
     model-dependent intervals" (GPT-5.5: "Spaced at regular 2,048-token intervals."). The
     interval is the catalog's `implicit_breakpoint_interval` (128 for the catalogued models,
     COOKBOOK): with 2,048 the same shared system prompt (~1,600 tokens) reaches no
-    breakpoint, with 1,024 it reaches one."""
+    breakpoint, with 1,024 it reaches one. With 200 the last breakpoint it shares is a
+    multiple of 200, reported "rounding down to the nearest multiple of 128"."""
     state, client = emulator
     assert {get_model(m).implicit_breakpoint_interval for m in EXTENDED + IN_MEMORY_ONLY} == {128}
     second = chat("gpt-4.1", "Second question.")
-    for interval, expected in ((2048, 0), (1024, 1024)):
+    at_200 = shared_tokens(second) // 200 * 200
+    assert at_200 % 128 != 0
+    for interval, expected in ((2048, 0), (1024, 1024), (200, at_200 // 128 * 128)):
         state.reset()
         with override_model("gpt-4.1", implicit_breakpoint_interval=interval):
             await cached(client, chat("gpt-4.1", "First question."))

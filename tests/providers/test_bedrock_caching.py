@@ -76,7 +76,10 @@ def test_the_catalog_has_aws_minimums_and_ttls(model: str, minimum: int, one_hou
     """ "The following table lists the supported models along with their token minimums,
     maximum number of cache checkpoints, and fields that allow cache checkpoints." The
     catalog (`models_bedrock.json`) holds the table's "Minimum number of tokens per cache
-    checkpoint" and whether "Supported TTL" includes "1 hour"."""
+    checkpoint" and whether "Supported TTL" includes "1 hour".
+
+    Source: https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html
+    """
     info = get_model(model)
     assert (info.min_cacheable_tokens, info.one_hour_ttl) == (minimum, one_hour)
 
@@ -88,7 +91,10 @@ def test_a_checkpoint_below_the_model_minimum_is_not_cached(
     """The table's "Minimum number of tokens per cache checkpoint", and "As long as the number
     of tokens preceding the `cachePoint` in the `content` object meets the minimum token count
     for the model, a cache checkpoint is created." Just below it nothing is written (and the
-    request succeeds); at the minimum the prefix is written."""
+    request succeeds); at the minimum the prefix is written.
+
+    Source: https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html
+    """
     below = converse(sdk, model, minimum - 1)["usage"]
     assert (below["cacheWriteInputTokens"], below["cacheReadInputTokens"]) == (0, 0)
     at = converse(sdk, model, minimum)["usage"]
@@ -105,7 +111,10 @@ def test_the_1h_ttl_only_on_the_models_aws_lists(
     write (`cacheDetails`) and read after 50 minutes; on the others (Opus 4.6, Sonnet 4.6:
     "5 minutes") Bedrock rejects the request, a 400 ValidationException with the model's
     validation error ("Extra inputs are not permitted", earendil-works/pi#1570; the wording
-    is UNCONFIRMED), and nothing is cached."""
+    is UNCONFIRMED), and nothing is cached.
+
+    Source: https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html
+    """
     if one_hour:
         first = converse(sdk, model, minimum + 100, "1h")["usage"]
         assert first["cacheDetails"] == [{"ttl": "1h", "inputTokens": minimum + 100}]
@@ -127,7 +136,10 @@ def test_the_1h_ttl_only_on_the_models_aws_lists(
 
 def test_models_aws_does_not_list_get_no_1h_ttl(state: EmulatorState, sdk: Any) -> None:
     """The table lists no Fable 5, Sonnet 5, Opus 4.8 or Opus 4.7: the catalog gives them no
-    1h TTL (UNCONFIRMED, in each entry's `unconfirmed` list), so the emulator refuses it."""
+    1h TTL (UNCONFIRMED, in each entry's `unconfirmed` list), so the emulator refuses it.
+
+    Source: https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html
+    """
     for model in (
         "anthropic.claude-fable-5",
         "anthropic.claude-sonnet-5",
@@ -143,7 +155,10 @@ def test_models_aws_does_not_list_get_no_1h_ttl(state: EmulatorState, sdk: Any) 
 def test_the_adapter_sends_1h_marks_as_5m_where_the_model_lacks_the_1h_ttl() -> None:
     """The adapter lowers a 1h mark to the documented default ("If no `ttl` value is
     provided, the default 5-minute caching behavior applies.") on models without the 1h TTL,
-    rather than send a request Bedrock rejects; on the listed models it sends `"ttl": "1h"`."""
+    rather than send a request Bedrock rejects; on the listed models it sends `"ttl": "1h"`.
+
+    Source: https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html
+    """
 
     def lowered(model: str) -> dict[str, Any]:
         request = LLMRequest(

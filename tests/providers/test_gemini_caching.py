@@ -87,7 +87,10 @@ async def test_a_shared_prefix_is_read_whatever_the_last_message(emulated: Emula
     """CACHING, "Implicit caching": "Implicit caching is enabled by default for all Gemini 2.5
     and newer models." and "Try to send requests with similar prefix in a short amount of
     time". A request with the same system instruction and another question reads the shared
-    system instruction (2,600 tokens, above the 2,048 minimum of 2.5 Flash)."""
+    system instruction (2,600 tokens, above the 2,048 minimum of 2.5 Flash).
+
+    Source: https://ai.google.dev/gemini-api/docs/caching
+    """
     first = await ask(emulated, "What does app.py do?")
     emulated.state.clock.advance(30)
     second = await ask(emulated, "Write a title for this session.")
@@ -98,7 +101,10 @@ async def test_a_shared_prefix_is_read_whatever_the_last_message(emulated: Emula
 async def test_a_shared_prefix_below_the_minimum_is_not_read(emulated: Emulated) -> None:
     """CACHING: "The minimum input token count for context caching is listed in the
     following table for each model: ... Gemini 2.5 Flash | 2,048". A 2,000-token shared
-    system instruction is no hit, however long the rest of the prompt."""
+    system instruction is no hit, however long the rest of the prompt.
+
+    Source: https://ai.google.dev/gemini-api/docs/caching
+    """
     short = filler(2000, "short")
     await ask(emulated, filler(1000, "question-a"), system_instruction=short)
     again = await ask(emulated, filler(1000, "question-b"), system_instruction=short)
@@ -109,7 +115,10 @@ async def test_the_implicit_lifetime_is_a_setting(emulated: Emulated) -> None:
     """CACHING gives implicit caching no lifetime ("Try to send requests with similar prefix
     in a short amount of time"), so it is the emulator's `gemini_implicit_ttl` (UNCONFIRMED,
     default 300 s), changed through `/_emulator/config`: 6 idle minutes miss at the default
-    and read at 900 s (the setting applies to entries written or read after it)."""
+    and read at 900 s (the setting applies to entries written or read after it).
+
+    Source: https://ai.google.dev/gemini-api/docs/caching
+    """
     await ask(emulated, "One.")
     emulated.state.clock.advance(360)
     assert read(await ask(emulated, "Two.")) == 0  # and writes with 300 s
@@ -126,7 +135,10 @@ async def test_an_explicit_cache_lives_until_its_expire_time(emulated: Emulated)
     This is always provided on output, regardless of what was sent on input." and "ttl ...
     Input only. New TTL for this resource". A cache created with `ttl: "7200s"` and left
     idle for 90 minutes is still read (no sliding store TTL cuts it short); after its
-    `expireTime` it is gone (403)."""
+    `expireTime` it is gone (403).
+
+    Source: https://ai.google.dev/api/python/google/generativeai/protos/CachedContent
+    """
     cache = await make_cache(emulated, "two-hours", ttl="7200s")
     assert cache.expire_time == instant(7200)
     emulated.state.clock.advance(90 * 60)
@@ -143,7 +155,10 @@ async def test_an_explicit_cache_lives_until_its_expire_time(emulated: Emulated)
 async def test_expire_time_on_create(emulated: Emulated) -> None:
     """RESOURCE: `expire_time` and `ttl` are the two members of the oneof `expiration` ("This
     field is a member of oneof _ expiration"), so a create may give either; both is a 400.
-    The SDK's `CreateCachedContentConfig.expire_time` sends `expireTime`."""
+    The SDK's `CreateCachedContentConfig.expire_time` sends `expireTime`.
+
+    Source: https://ai.google.dev/api/python/google/generativeai/protos/CachedContent
+    """
     cache = await make_cache(emulated, "at", expire_time=instant(5400))
     assert cache.expire_time == instant(5400)
     emulated.state.clock.set(5000)
@@ -160,7 +175,10 @@ async def test_expire_time_on_create(emulated: Emulated) -> None:
 async def test_update_moves_the_expiration_only(emulated: Emulated) -> None:
     """PATCH: "Updates CachedContent resource (only expiration is updatable)." The SDK's
     `caches.update(config={"ttl": ...})` / `{"expire_time": ...}` sends a PATCH with `ttl` or
-    `expireTime`; the new `expireTime` is now + ttl, and the cache lives (or dies) by it."""
+    `expireTime`; the new `expireTime` is now + ttl, and the cache lives (or dies) by it.
+
+    Source: https://ai.google.dev/api/rest/v1beta/cachedContents/patch
+    """
     sdk = emulated.sdk.aio
     cache = await make_cache(emulated, "update", ttl="600s")
     assert cache.name is not None
@@ -231,7 +249,10 @@ async def test_every_gemini_route_answers_in_gemini_error_shape(
 
 async def test_the_v1_api_version_serves_caches_too(emulated: Emulated) -> None:
     """google-genai 3.x defaults to API version v1 (`GOOGLE_AI_API_DEFAULT_VERSION`), so the
-    cachedContents methods answer under `/v1/` as under `/v1beta/`."""
+    cachedContents methods answer under `/v1/` as under `/v1beta/`.
+
+    Source: google-genai 3.6.1 `_api_client.py` (`GOOGLE_AI_API_DEFAULT_VERSION`), `caches.py`
+    """
     options = types.HttpOptions(
         base_url=BASE_URL,
         api_version="v1",

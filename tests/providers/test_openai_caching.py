@@ -4,9 +4,10 @@ Each test quotes the documentation it checks. Sources:
 
 * GUIDE: the prompt-caching guide, https://developers.openai.com/api/docs/guides/prompt-caching
   (mirror llms-txt-archive/openai-platform `api/docs/guides/prompt-caching.md` @25f7cbb);
-* COOKBOOK: https://developers.openai.com/cookbook/examples/prompt_caching_201 (openai-cookbook
-  `examples/Prompt_Caching_201.ipynb`), which the guide's "Earlier models" section defers to
-  for the interval it leaves "model-dependent".
+* COOKBOOK: OpenAI's cookbook "Prompt Caching 201" (its note: "This guide applies only to
+  models before GPT-5.6"),
+  https://github.com/openai/openai-cookbook/blob/main/examples/Prompt_Caching_201.ipynb,
+  for the interval the guide leaves "model-dependent".
 """
 
 from __future__ import annotations
@@ -74,7 +75,11 @@ async def test_a_different_last_message_still_reads_the_shared_system_prompt(
 
     A request that ends with another user message reads the system prompt an earlier request
     shared, up to the last 128-token breakpoint inside it (the emulator adds no hidden
-    tokens)."""
+    tokens).
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    Source: https://github.com/openai/openai-cookbook/blob/main/examples/Prompt_Caching_201.ipynb
+    """
     state, client = emulator
     first = chat("gpt-4.1", "What does app.py do?")
     assert await cached(client, first) == 0
@@ -92,7 +97,10 @@ async def test_responses_with_the_same_instructions_read_them(
     """GUIDE: "Cache reuse requires the entire rendered prefix to match" and "subsequent
     requests look for the longest matching cached prefix available, working backward through
     eligible breakpoints until they find a match." Responses with the same `instructions` and
-    another input share that prefix, so the second reads it (rounded down to 128)."""
+    another input share that prefix, so the second reads it (rounded down to 128).
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    """
     _, client = emulator
     first = await client.responses.create(
         model="gpt-4.1", instructions=SYSTEM, input="Summarise app.py.", store=False
@@ -114,7 +122,10 @@ async def test_a_warming_ping_keeps_the_history_for_the_next_turn(
     """GUIDE: "reusing the prefix refreshes its lifetime without another cache-write charge"
     and "Preserve earlier messages and tool results so later turns can reuse the full shared
     prefix." A ping that ends with its own short message reads (and so refreshes) the turn's
-    history; the next turn, which ends with a different message, reads the history too."""
+    history; the next turn, which ends with a different message, reads the history too.
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    """
     state, client = emulator
     history = [
         {"role": "system", "content": SYSTEM},
@@ -144,7 +155,11 @@ async def test_a_shared_prefix_below_the_minimum_reads_nothing(
     """GUIDE: "Only breakpoints at or beyond the minimum cacheable length (counted from the
     end of the hidden context) are eligible." COOKBOOK: "works automatically for prompts
     containing 1024 tokens or more". A 900-token shared system prompt is no hit, however
-    long the rest of the prompt."""
+    long the rest of the prompt.
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    Source: https://github.com/openai/openai-cookbook/blob/main/examples/Prompt_Caching_201.ipynb
+    """
     _, client = emulator
     short = "Be brief. " * 360
     tail = "context " * 1200
@@ -164,7 +179,11 @@ async def test_the_breakpoint_interval_is_catalog_data(
     interval is the catalog's `implicit_breakpoint_interval` (128 for the catalogued models,
     COOKBOOK): with 2,048 the same shared system prompt (~1,600 tokens) reaches no
     breakpoint, with 1,024 it reaches one. With 200 the last breakpoint it shares is a
-    multiple of 200, reported "rounding down to the nearest multiple of 128"."""
+    multiple of 200, reported "rounding down to the nearest multiple of 128".
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    Source: https://github.com/openai/openai-cookbook/blob/main/examples/Prompt_Caching_201.ipynb
+    """
     state, client = emulator
     assert {get_model(m).implicit_breakpoint_interval for m in EXTENDED + IN_MEMORY_ONLY} == {128}
     second = chat("gpt-4.1", "Second question.")
@@ -186,7 +205,10 @@ async def test_models_without_extended_retention_keep_entries_in_memory(
     `gpt-5.1-codex`, `gpt-5.1-codex-mini`, `gpt-5.1-chat-latest`, `gpt-5`, `gpt-5-codex`, and
     `gpt-4.1`." For the others the cache is "in_memory": "Entries typically remain active for
     around 5 to 10 minutes of inactivity, up to one hour." The emulator's in-memory lifetime
-    is a setting (`openai_in_memory_ttl`, default 300 s): 4 idle minutes read, 6 do not."""
+    is a setting (`openai_in_memory_ttl`, default 300 s): 4 idle minutes read, 6 do not.
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    """
     state, client = emulator
     assert not get_model(model).extended_retention
     await cached(client, chat(model, "One."))
@@ -206,7 +228,10 @@ async def test_extended_retention_is_the_default_where_the_guide_lists_it(
     Organizations _without_ Zero Data Retention enabled default to `24h`." and "`24h`:
     Extended retention typically keeps entries available for around 30 minutes and can
     retain them for up to 24 hours." (`openai_extended_ttl`, default 1,800 s): 25 idle
-    minutes read; `in_memory` spelled out is the 5-minute lifetime."""
+    minutes read; `in_memory` spelled out is the 5-minute lifetime.
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    """
     state, client = emulator
     assert get_model(model).extended_retention
     await cached(client, chat(model, "One."))
@@ -227,7 +252,10 @@ async def test_extended_retention_ends_24_hours_after_the_write(
     """GUIDE: "`24h`: Extended retention ... can retain them for up to 24 hours." SDK
     docstring (`prompt_cache_retention`): "keeps cached prefixes active for longer, up to a
     maximum of 24 hours." Reads every 25 minutes keep the entry until 24 h after its first
-    write (`openai_extended_max`), not longer."""
+    write (`openai_extended_max`), not longer.
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    """
     state, client = emulator
     await cached(client, chat("gpt-4.1", "Start."))
     step = 25 * 60
@@ -249,7 +277,11 @@ async def test_24h_retention_on_a_model_without_it_is_a_400(
     answer to an unsupported value, as public issues quote it (OpenHands/software-agent-sdk
     #2295, home-assistant/core#161256): 400 `invalid_request_error`, code
     `invalid_parameter`, param `prompt_cache_retention`, "prompt_cache_retention is not
-    supported on this model". `in_memory` is accepted."""
+    supported on this model". `in_memory` is accepted.
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    Source: https://github.com/OpenHands/software-agent-sdk/issues/2295, https://github.com/home-assistant/core/issues/161256
+    """
     state, client = emulator
     with pytest.raises(BadRequestError) as caught:
         await client.chat.completions.create(**chat(model, "Hi.", prompt_cache_retention="24h"))
@@ -275,7 +307,11 @@ def _hour_marked(model: str) -> LLMRequest:
 
 def test_the_adapter_asks_for_24h_only_where_the_model_has_it() -> None:
     """The adapter's lowering of a 1h mark follows the same footnote: `"24h"` on gpt-4.1 and
-    gpt-5, nothing (the model's `in_memory` default) on the others, which would answer 400."""
+    gpt-5, nothing (the model's `in_memory` default) on the others, which would answer 400.
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching (footnote
+    "extended-retention-models")
+    """
     for model in EXTENDED:
         assert lower_request(_hour_marked(model))["prompt_cache_retention"] == "24h"
     for model in IN_MEMORY_ONLY:
@@ -288,7 +324,10 @@ async def test_the_in_memory_lifetime_is_a_setting(
     """GUIDE: in-memory entries "typically remain active for around 5 to 10 minutes of
     inactivity". Where in that range is the emulator's `openai_in_memory_ttl`, set through
     `/_emulator/config` (like `linger`): at 600 s an 8-minute gap still reads; a reset
-    restores 300 s."""
+    restores 300 s.
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    """
     state, client = emulator
     admin = httpx2.AsyncClient(
         transport=httpx2.ASGITransport(app=create_app(state)), base_url="http://emulator"

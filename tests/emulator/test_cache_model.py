@@ -353,6 +353,8 @@ CACHE_EXPORTS = {
     "CacheEntry",
     "CacheResult",
     "CacheStore",
+    "ImplicitResult",
+    "ImplicitRule",
     "CacheUsage",
     "CostBreakdown",
     "FlatBlock",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 from sessiongen.cache import get_model, list_models
+from sessiongen.emulator.state import LIFETIME_DEFAULTS
 from sessiongen.llm.types import LLMMessage, LLMRequest, SystemPart, TextContent
 from sessiongen.tokens import count_request_tokens, scale_tokens
 
@@ -123,7 +124,12 @@ async def test_ttft_setting_lets_concurrent_requests_miss(emu: Emu) -> None:
     (AD:build-with-claude/prompt-caching): with `ttft` set through `/_emulator/config`, two
     identical requests at the same virtual time both write; reset restores the default 0."""
     response = await emu.admin.post("/_emulator/config", json={"ttft": 1.5})
-    assert response.json() == {"ttft": 1.5, "linger": 0.0, "tool_prompt": False}
+    assert response.json() == {
+        "ttft": 1.5,
+        "linger": 0.0,
+        "tool_prompt": False,
+        **LIFETIME_DEFAULTS,  # the implicit caches' lifetimes (OpenAI, Gemini)
+    }
     system = [text_block(1100, "same-time", "5m")]
     first = await emu.create(system=system, messages=[user(text_block(5, "q"))])
     second = await emu.create(system=system, messages=[user(text_block(5, "q"))])

@@ -39,7 +39,10 @@ from sessiongen.llm.types import (
 )
 from sessiongen.model import Agent, ModelRef
 
-MODEL = "us.anthropic.claude-sonnet-4-6"  # minimum cacheable prompt 1,024 tokens
+# AWS's table: Opus 4.5 has the 1h TTL and a 4,096-token minimum per checkpoint; Sonnet 4.6
+# has 1,024 and the 5-minute TTL only (its 1h marks are lowered as 5m ones).
+MODEL = "us.anthropic.claude-opus-4-5-20251101-v1:0"
+SONNET_46 = "us.anthropic.claude-sonnet-4-6"
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 
 
@@ -69,7 +72,7 @@ def request(choice: ToolChoice | None = None, *, marks: bool = True) -> LLMReque
     hour = CacheMark(ttl="1h") if marks else None  # 1h breakpoints must come before 5m ones
     return LLMRequest(
         model=MODEL,
-        system=(SystemPart(text=filler(1500, "system"), cache=CacheMark(ttl="1h")),),
+        system=(SystemPart(text=filler(4500, "system"), cache=CacheMark(ttl="1h")),),
         tools=(
             ToolDefinition(name="read_file", description="Read.", input_schema=SCHEMA, cache=hour),
         ),
@@ -216,7 +219,7 @@ def test_the_same_prefix_again_reads_the_cache(state: EmulatorState, sdk: Any) -
     state.clock.advance(60)
     second = sdk.converse(**kwargs)
     assert first["usage"]["cacheReadInputTokens"] == 0
-    assert first["usage"]["cacheWriteInputTokens"] > 1500
+    assert first["usage"]["cacheWriteInputTokens"] > 4500
     assert {d["ttl"] for d in first["usage"]["cacheDetails"]} == {"1h", "5m"}
     assert second["usage"]["cacheReadInputTokens"] == first["usage"]["cacheWriteInputTokens"]
     assert second["usage"]["cacheWriteInputTokens"] == 0
@@ -283,7 +286,7 @@ async def test_the_engine_runs_a_turn_and_a_generate_through_the_adapter(
 ) -> None:
     agent = Agent(
         name="forge",
-        model=ModelRef(id=MODEL),
+        model=ModelRef(id=SONNET_46),  # the engine's 1h marks go out as 5m cache points
         system=filler(1500, "engine-system"),
         tools=("read_file", "list_files"),
         max_output_tokens=256,

@@ -29,6 +29,8 @@ from .store import (
     CacheResult,
     CacheStore,
     CacheUsage,
+    ImplicitResult,
+    ImplicitRule,
     uncached_usage,
 )
 
@@ -46,6 +48,8 @@ __all__ = [
     "CacheUsage",
     "CostBreakdown",
     "FlatBlock",
+    "ImplicitResult",
+    "ImplicitRule",
     "ModelInfo",
     "PreparedRequest",
     "Price",

@@ -57,6 +57,17 @@ class ModelInfo:
     turn only"); otherwise they stay in context, cached and counted ("keep all")."""
     mid_conversation_system: bool = False
     """Whether `messages` may carry `{"role": "system"}` messages."""
+    implicit_breakpoint_interval: int = 0
+    """Implicit prefix caching (OpenAI, Gemini): the provider places a breakpoint every this
+    many tokens from the start of the prompt, and a request reads up to the last one it
+    shares with a live entry (`CacheStore.apply_implicit`). 0: the model has no implicit
+    caching (Anthropic's models, Claude on Bedrock: explicit breakpoints only)."""
+    extended_retention: bool = False
+    """OpenAI: the model supports `prompt_cache_retention: "24h"` (extended retention), which
+    is then its default; without it only `"in_memory"` is accepted."""
+    one_hour_ttl: bool = True
+    """A breakpoint may ask for the 1h TTL (every model on Anthropic's API; on Bedrock only
+    the models AWS lists)."""
 
     def tool_prompt_tokens(self, tool_choice: str | None) -> int:
         """The tool-use system prompt for a request with tools and this tool choice type."""
@@ -111,6 +122,9 @@ def _catalog() -> dict[str, ModelInfo]:
             thinking_default=str(raw.get("thinking_default", "disabled")),
             strips_prior_thinking=bool(raw.get("strips_prior_thinking", False)),
             mid_conversation_system=bool(raw.get("mid_conversation_system", False)),
+            implicit_breakpoint_interval=int(raw.get("implicit_breakpoint_interval", 0)),
+            extended_retention=bool(raw.get("extended_retention", False)),
+            one_hour_ttl=bool(raw.get("one_hour_ttl", True)),
         )
         for name in (info.id, *info.aliases):
             if name in table:

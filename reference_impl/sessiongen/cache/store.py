@@ -6,6 +6,15 @@ This module and `prefix.py` are the one implementation of those rules. The emula
 `CacheStore.process` for every `/v1/messages` request; a trace simulator can drive the
 lower-level `CacheStore.apply` with synthetic blocks. It does no I/O and never reads the
 wall clock.
+
+Two more ways in, on the same entries, heap and clock:
+
+* `apply_implicit`: implicit prefix caching (OpenAI, Gemini). The provider places
+  breakpoints every `ImplicitRule.interval` tokens from the start of the flattened prompt;
+  a request reads up to the last one it shares with a live entry, whatever the earlier
+  request's last message was, and writes every one it reaches;
+* `pin` / `lookup` / `set_expiry` / `remove`: an entry with a fixed expiry that reads do not
+  move (Gemini's explicit `cachedContents`, which live until their `expireTime`).
 """
 
 from __future__ import annotations
@@ -40,12 +49,18 @@ class CacheEntry:
     model: str
     prefix_hash: str
     tokens: int
-    ttl: TTL
+    ttl: str
+    """A breakpoint's TTL ("5m" / "1h"), or the label of an implicit rule or a pinned entry."""
     written_at: float
     available_at: float
     expires_at: float
     last_used_at: float
     hits: int = 0
+    life: float | None = None
+    """Seconds a read or rewrite keeps the entry alive (implicit entries); None: the store's
+    lifetime for `ttl`."""
+    max_expires_at: float | None = None
+    """No read or rewrite keeps the entry past this (an implicit rule's `max_age`)."""
 
     def alive(self, now: float) -> bool:
         # Inclusive: the docs call 5m / 1h a *minimum* lifetime.
@@ -120,6 +135,40 @@ def uncached_usage(total_tokens: int) -> CacheUsage:
     return CacheUsage(total_tokens, 0, 0, 0)
 
 
+@dataclass(frozen=True)
+class ImplicitRule:
+    """How a provider caches implicitly: where its breakpoints are and how long entries live.
+
+    `interval`: a breakpoint every this many tokens from the start of the prompt (1: at every
+    token, so a read reaches the end of the last shared position). `life`: seconds an entry
+    lives after its latest write or read (sliding). `max_age`: no entry outlives its first
+    write by more than this (None: no cap). `label` names the rule in `CacheEntry.ttl`.
+    """
+
+    interval: int
+    life: float
+    max_age: float | None = None
+    label: str = "implicit"
+
+    def __post_init__(self) -> None:
+        if self.interval < 1:
+            raise ValueError(f"interval must be >= 1 token, got {self.interval!r}")
+        if not self.life > 0:
+            raise ValueError(f"life must be > 0 seconds, got {self.life!r}")
+
+
+@dataclass(frozen=True)
+class ImplicitResult:
+    """What `apply_implicit` did: `read_tokens` up to the matched breakpoint (0 on a miss),
+    `hit_position` the position holding it, `written_tokens` up to the request's last
+    breakpoint (0 when the prompt reaches no eligible breakpoint), `total_tokens`."""
+
+    read_tokens: int
+    hit_position: int | None
+    written_tokens: int
+    total_tokens: int
+
+
 class CacheStore:
     """All cache entries, keyed by (model namespace, prefix hash). Thread-safe: every public
     method holds one lock, so it can serve an ASGI app running in another thread.
@@ -179,6 +228,9 @@ class CacheStore:
             else:
                 del bucket[entry.prefix_hash]
                 del self._entries[(entry.model, entry.prefix_hash)]
+
+    def _lifetime(self, entry: CacheEntry) -> float:
+        return entry.life if entry.life is not None else self._life[entry.ttl]
 
     def _refresh(self, entry: CacheEntry, expires_at: float) -> None:
         """Set an entry's expiry; a later one needs no heap work (its record is pushed again
@@ -246,7 +298,7 @@ class CacheStore:
                         break
             hit = max(matched) if matched else None
             for entry in matched.values():
-                self._refresh(entry, now + self._life[entry.ttl])
+                self._refresh(entry, now + self._lifetime(entry))
                 entry.last_used_at = now
                 entry.hits += 1
 
@@ -307,3 +359,149 @@ class CacheStore:
             ]
         )
         return CacheResult(usage, hit, a, b, c, outcomes)
+
+    def apply_implicit(
+        self,
+        blocks: Sequence[tuple[str, int, Any]],
+        *,
+        model: str,
+        now: float,
+        min_tokens: int,
+        rule: ImplicitRule,
+        ttft: float = 0.0,
+    ) -> ImplicitResult:
+        """Implicit prefix caching on flattened blocks `(prefix_hash, tokens, _)` (a block's
+        breakpoint field is ignored: the provider places its own).
+
+        Breakpoints sit at every multiple of `rule.interval` tokens that is at least
+        `min_tokens`. A breakpoint inside position `i` (or at its end) belongs to `i`, and the
+        entry for `i` (keyed by its prefix hash) stands for every breakpoint up to the last
+        one in `i`: an earlier request with the same positions 0..i had the same breakpoints
+        there. A prefix that matches only part of a position matches none of its breakpoints
+        (the hash is per position).
+
+        Read: the last position with a breakpoint whose entry is usable (available and
+        alive), walking back from the end; `read_tokens` = its last breakpoint. Writes: every
+        position with a breakpoint gets an entry or, if it has one, a refresh: it lives
+        `rule.life` from `now`, but never past `written_at + rule.max_age`. A new entry is
+        available at `now + ttft`; one still in flight becomes available at the earlier of
+        the two response starts, as in `apply`.
+        """
+        interval = rule.interval
+        prefix = list(accumulate(map(_TOKENS, blocks)))
+        total = prefix[-1] if prefix else 0
+        first = -(-max(min_tokens, 1) // interval) * interval  # the first eligible breakpoint
+        marks: list[tuple[int, int]] = []  # (position, its last breakpoint)
+        start = 0
+        for i, end in enumerate(prefix):
+            last = end // interval * interval
+            if last >= first and last > start:
+                marks.append((i, last))
+            start = end
+        with self._lock:
+            if self._expiry and self._expiry[0][0] < now:
+                self._expire(now)
+            bucket = self._index.get(model)
+            hit: int | None = None
+            read = 0
+            if bucket:
+                for i, last in reversed(marks):
+                    entry = bucket.get(blocks[i][0])
+                    if entry is not None and entry.usable(now):
+                        hit, read = i, last
+                        entry.hits += 1
+                        break
+            for i, last in marks:
+                prefix_hash = blocks[i][0]
+                entry = bucket.get(prefix_hash) if bucket is not None else None
+                if entry is None:
+                    expires = now + rule.life
+                    cap = None if rule.max_age is None else now + rule.max_age
+                    entry = CacheEntry(
+                        model=model,
+                        prefix_hash=prefix_hash,
+                        tokens=last,
+                        ttl=rule.label,
+                        written_at=now,
+                        available_at=now + ttft,
+                        expires_at=expires if cap is None else min(expires, cap),
+                        last_used_at=now,
+                        life=rule.life,
+                        max_expires_at=cap,
+                    )
+                    self._entries[(model, prefix_hash)] = entry
+                    if bucket is None:
+                        bucket = self._index[model] = {}
+                    bucket[prefix_hash] = entry
+                    heappush(self._expiry, (entry.expires_at, next(self._seq), entry))
+                    continue
+                if entry.available_at > now:
+                    entry.available_at = min(entry.available_at, now + ttft)
+                entry.life = rule.life
+                entry.ttl = rule.label
+                expires = now + rule.life
+                if entry.max_expires_at is not None:
+                    expires = min(expires, entry.max_expires_at)
+                self._refresh(entry, expires)
+                entry.last_used_at = now
+        written = marks[-1][1] if marks else 0
+        return ImplicitResult(read, hit, written, total)
+
+    def pin(
+        self,
+        *,
+        model: str,
+        prefix_hash: str,
+        tokens: int,
+        now: float,
+        expires_at: float,
+        label: str,
+    ) -> CacheEntry:
+        """Store (or replace) an entry that lives until `expires_at` whatever reads it, and
+        is available at once; returns a copy."""
+        with self._lock:
+            if self._expiry and self._expiry[0][0] < now:
+                self._expire(now)
+            self._drop(model, prefix_hash)
+            entry = CacheEntry(
+                model=model,
+                prefix_hash=prefix_hash,
+                tokens=tokens,
+                ttl=label,
+                written_at=now,
+                available_at=now,
+                expires_at=expires_at,
+                last_used_at=now,
+            )
+            self._entries[(model, prefix_hash)] = entry
+            self._index.setdefault(model, {})[prefix_hash] = entry
+            heappush(self._expiry, (expires_at, next(self._seq), entry))
+            return replace(entry)
+
+    def lookup(self, model: str, prefix_hash: str, now: float) -> CacheEntry | None:
+        """A copy of the entry if it is usable at `now` (nothing is refreshed)."""
+        with self._lock:
+            entry = self._index.get(model, {}).get(prefix_hash)
+            return replace(entry) if entry is not None and entry.usable(now) else None
+
+    def set_expiry(self, model: str, prefix_hash: str, expires_at: float) -> bool:
+        """Move a stored entry's expiry (earlier or later); False if there is none."""
+        with self._lock:
+            entry = self._index.get(model, {}).get(prefix_hash)
+            if entry is None:
+                return False
+            self._refresh(entry, expires_at)
+            return True
+
+    def remove(self, model: str, prefix_hash: str) -> bool:
+        """Drop a stored entry; False if there is none. Its heap record is skipped later."""
+        with self._lock:
+            return self._drop(model, prefix_hash)
+
+    def _drop(self, model: str, prefix_hash: str) -> bool:
+        bucket = self._index.get(model)
+        if bucket is None or prefix_hash not in bucket:
+            return False
+        del bucket[prefix_hash]
+        del self._entries[(model, prefix_hash)]
+        return True

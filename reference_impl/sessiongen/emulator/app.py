@@ -18,7 +18,7 @@ from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
 from .intake import Arrival
 from .providers import provider_prefixes, provider_routers
 from .responder import build_reply
-from .state import EmulatorState, FaultSpec, ScriptedResponse
+from .state import LIFETIME_DEFAULTS, EmulatorState, FaultSpec, ScriptedResponse
 from .streaming import INVALID_BODY, RESET_MESSAGE, SSEResponse, message_events
 from .validation import validate_count_tokens, validate_messages
 
@@ -63,6 +63,11 @@ class ConfigUpdate(BaseModel):
     ttft: float | None = Field(default=None, ge=0)
     linger: float | None = Field(default=None, ge=0)
     tool_prompt: bool | None = None
+    openai_in_memory_ttl: float | None = Field(default=None, gt=0)
+    openai_in_memory_max: float | None = Field(default=None, gt=0)
+    openai_extended_ttl: float | None = Field(default=None, gt=0)
+    openai_extended_max: float | None = Field(default=None, gt=0)
+    gemini_implicit_ttl: float | None = Field(default=None, gt=0)
 
 
 class HoldUpdate(BaseModel):
@@ -285,6 +290,13 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
             emulator.set_linger(update.linger)
         if update.tool_prompt is not None:
             emulator.tool_prompt = update.tool_prompt
+        lifetimes = {
+            name: value
+            for name, value in update.model_dump(exclude_none=True).items()
+            if name in LIFETIME_DEFAULTS
+        }
+        if lifetimes:
+            emulator.set_lifetimes(**lifetimes)
         return emulator.config()
 
     @app.get("/_emulator/cache")

@@ -107,6 +107,25 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {name: REDACTED if name in REDACTED_HEADERS else v for name, v in lowered.items()}
 
 
+LIFETIME_DEFAULTS: Mapping[str, float] = {
+    "openai_in_memory_ttl": 300.0,
+    "openai_in_memory_max": 3600.0,
+    "openai_extended_ttl": 1800.0,
+    "openai_extended_max": 86400.0,
+    "gemini_implicit_ttl": 300.0,
+}
+"""Seconds, for the implicit caches whose providers give ranges or no number (settings of
+`/_emulator/config`; docs/emulator.md says which doc each comes from):
+
+* `openai_in_memory_ttl` / `openai_in_memory_max`: `prompt_cache_retention: "in_memory"`,
+  "typically remain active for around 5 to 10 minutes of inactivity, up to one hour": an
+  entry lives this long after its latest write or read, and never longer than the max after
+  its first write (the low end of the range, UNCONFIRMED);
+* `openai_extended_ttl` / `openai_extended_max`: `"24h"`, "typically keeps entries available
+  for around 30 minutes and can retain them for up to 24 hours";
+* `gemini_implicit_ttl`: Gemini's implicit cache (the docs give no lifetime; UNCONFIRMED).
+"""
+
 DEFAULT_LOG_CAPACITY = 10_000
 """Requests the log keeps by default (the newest; about 15 KB each for a 50-message prompt)."""
 
@@ -173,9 +192,11 @@ class EmulatorState:
         tool_prompt: bool = False,
         clock: VirtualClock | None = None,
         log_capacity: int | None = DEFAULT_LOG_CAPACITY,
+        lifetimes: Mapping[str, float] | None = None,
     ) -> None:
         """`log_capacity`: how many requests the log keeps (the newest by arrival; the
-        oldest are dropped and counted, see `log_status`); None keeps every one."""
+        oldest are dropped and counted, see `log_status`); None keeps every one.
+        `lifetimes`: overrides of `LIFETIME_DEFAULTS` (the implicit caches' lifetimes)."""
         if log_capacity is not None and log_capacity < 0:
             raise ValueError(f"log_capacity must be >= 0 or None, got {log_capacity!r}")
         self.log_capacity = log_capacity
@@ -191,6 +212,8 @@ class EmulatorState:
         # a request with tools. Off by default: the engine's own counter leaves it out.
         self.tool_prompt = tool_prompt
         self._default_tool_prompt = tool_prompt
+        self._default_lifetimes = self._checked_lifetimes(dict(LIFETIME_DEFAULTS), lifetimes or {})
+        self.lifetimes: dict[str, float] = dict(self._default_lifetimes)
         self._lock = threading.RLock()
         self._log: deque[_Logged] = deque()  # by arrival
         self._dropped = 0  # entries dropped for capacity since the last reset
@@ -358,7 +381,30 @@ class EmulatorState:
     def config(self) -> dict[str, Any]:
         """The settings `/_emulator/config` changes, as it answers them."""
         with self._lock:
-            return {"ttft": self.ttft, "linger": self.linger, "tool_prompt": self.tool_prompt}
+            return {
+                "ttft": self.ttft,
+                "linger": self.linger,
+                "tool_prompt": self.tool_prompt,
+                **self.lifetimes,
+            }
+
+    @staticmethod
+    def _checked_lifetimes(
+        base: dict[str, float], changes: Mapping[str, float]
+    ) -> dict[str, float]:
+        for name, seconds in changes.items():
+            if name not in LIFETIME_DEFAULTS:
+                raise ValueError(f"unknown lifetime setting {name!r}")
+            if not seconds > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {seconds!r}")
+            base[name] = float(seconds)
+        return base
+
+    def set_lifetimes(self, **seconds: float) -> None:
+        """Change implicit-cache lifetimes (`LIFETIME_DEFAULTS` names). They apply to every
+        entry written or read from now on; stored entries keep their expiry until then."""
+        with self._lock:
+            self.lifetimes = self._checked_lifetimes(dict(self.lifetimes), seconds)
 
     def set_linger(self, linger: float) -> None:
         """Change the extra lifetime. The store fixes lifetimes when it is made, so a change
@@ -373,14 +419,15 @@ class EmulatorState:
 
     def reset(self) -> None:
         """Clear cache, log (and its dropped count), script, faults, holds and counters; the
-        clock goes back to 0 and the time-to-first-token and the linger to their initial
-        values. Held requests are let go as reset."""
+        clock goes back to 0 and the time-to-first-token, the linger and the lifetimes to
+        their initial values. Held requests are let go as reset."""
         with self._lock:
             self.release_holds(by_reset=True)
             self._pending_holds = 0
             self.ttft = self._default_ttft
             self.set_linger(self._default_linger)
             self.tool_prompt = self._default_tool_prompt
+            self.lifetimes = dict(self._default_lifetimes)
             self.cache.clear()
             self._log.clear()
             self._dropped = 0

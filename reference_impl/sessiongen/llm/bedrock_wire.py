@@ -157,6 +157,9 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
       reasoning (thinking blocks cannot carry a breakpoint).
     * `max_output_tokens == 0` (pre-warming): `maxTokens` has a minimum of 1 in the service
       model and Converse has no pre-warm, so 1 is sent (one output token may be billed).
+    * a 1h mark on a catalogued model without the 1h TTL (`one_hour_ttl`: AWS lists it for
+      Opus 4.5, Sonnet 4.5 and Haiku 4.5 only, and Bedrock rejects `ttl: "1h"` elsewhere) is
+      sent as the default 5m `cachePoint`.
     """
     kwargs: dict[str, Any] = {
         "modelId": request.model,
@@ -186,8 +189,24 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
         if choice is not None:
             config["toolChoice"] = choice
         kwargs["toolConfig"] = config
+    if not _one_hour_allowed(request.model):
+        for block in [*system, *kwargs.get("toolConfig", {}).get("tools", [])] + [
+            b for m in kwargs["messages"] for b in m["content"]
+        ]:
+            if "cachePoint" in block:
+                block["cachePoint"].pop("ttl", None)
     kwargs.update(request.provider_options.get("bedrock", {}))
     return kwargs
+
+
+def _one_hour_allowed(model: str) -> bool:
+    """False for a catalogued Bedrock model without the 1h TTL; True otherwise."""
+    from ..cache.catalog import UnknownModel, get_model  # the cache package is imported late
+
+    try:
+        return get_model(model).one_hour_ttl
+    except UnknownModel:
+        return True
 
 
 def _lower_message(message: LLMMessage) -> dict[str, Any]:

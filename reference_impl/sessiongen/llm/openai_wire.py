@@ -127,7 +127,9 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
       assistant message that called), then its text as one `user` message;
     * reasoning is dropped: Chat Completions has no way to send reasoning back;
     * cache marks are dropped: caching is automatic (the whole prompt prefix). A 1h mark asks
-      for `prompt_cache_retention: "24h"`; otherwise the field is left to its default;
+      for `prompt_cache_retention: "24h"` on a model with extended retention (the catalog's
+      `extended_retention`, or a model the catalog does not know); elsewhere "24h" is a 400
+      and the field is left to its default (`in_memory`), as it is without a 1h mark;
     * tool choice: auto -> "auto", any -> "required", tool -> named function, none -> "none"
       (the tools stay: the caching guide says to set "none" instead of removing them);
       `disable_parallel_tool_use` -> `parallel_tool_calls: false` (a prefix-breaking setting);
@@ -164,9 +166,20 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
     if request.prompt_cache_key is not None:
         body["prompt_cache_key"] = request.prompt_cache_key
     if any(mark is not None and mark.ttl == "1h" for mark in _marks(request)):
-        body["prompt_cache_retention"] = "24h"
+        if _extended_retention(request.model):
+            body["prompt_cache_retention"] = "24h"
     body.update(request.provider_options.get("openai", {}))
     return body
+
+
+def _extended_retention(model: str) -> bool:
+    """False for a catalogued OpenAI model without extended retention; True otherwise."""
+    from ..cache.catalog import UnknownModel, get_model  # the cache package is imported late
+
+    try:
+        return get_model(model).extended_retention
+    except UnknownModel:
+        return True
 
 
 def _marks(request: LLMRequest) -> list[Any]:

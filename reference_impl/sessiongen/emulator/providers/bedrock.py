@@ -60,8 +60,23 @@ def _invalid(message: str) -> ConverseError:
 # --- Converse -> Messages ------------------------------------------------------------------
 
 
-def _marked(blocks: list[dict[str, Any]], point: Any, path: str) -> None:
-    """Put the cachePoint at `path` on the last block before it, as `cache_control`."""
+def one_hour_refused(target: str) -> str:
+    """The 400 for `ttl: "1h"` on a model without the 1h TTL: Bedrock passes the model's
+    own validation error on (public issues quote "Extra inputs are not permitted" for these
+    models, earendil-works/pi#1570, and the "The model returned the following errors:"
+    prefix for Claude's cache_control errors, Portkey-AI/gateway#1762; the exact text for
+    this case is UNCONFIRMED). `target` is the Messages path of the marked block."""
+    return (
+        f"The model returned the following errors: {target}.cache_control.ttl: "
+        "Extra inputs are not permitted"
+    )
+
+
+def _marked(
+    blocks: list[dict[str, Any]], point: Any, path: str, target: str, one_hour: bool
+) -> None:
+    """Put the cachePoint at `path` on the last block before it (at Messages path `target`
+    + its index), as `cache_control`; `one_hour`: the model accepts the 1h TTL."""
     if not isinstance(point, Mapping) or point.get("type") != "default":
         raise _invalid(f"{path}.cachePoint.type: Member must satisfy enum value set: [default]")
     ttl = point.get("ttl", "5m")
@@ -70,6 +85,8 @@ def _marked(blocks: list[dict[str, Any]], point: Any, path: str) -> None:
     if not blocks:
         # UNCONFIRMED: the docs do not say what a leading cachePoint does; rejected here.
         raise _invalid(f"{path}: a cachePoint must follow the content it caches")
+    if ttl == "1h" and not one_hour:
+        raise _invalid(one_hour_refused(f"{target}.{len(blocks) - 1}"))
     blocks[-1]["cache_control"] = {"type": "ephemeral", "ttl": ttl}
 
 
@@ -89,11 +106,11 @@ def _tool_result_content(result: Mapping[str, Any], path: str) -> list[dict[str,
     return parts
 
 
-def _content(block: Any, path: str, out: list[dict[str, Any]]) -> bool:
+def _content(block: Any, path: str, out: list[dict[str, Any]], target: str, one_hour: bool) -> bool:
     """Append the Messages form of one Converse content block; True for toolUse/toolResult."""
     key, value = _one_key(block, path, _CONTENT_KEYS)
     if key == "cachePoint":
-        _marked(out, value, path)
+        _marked(out, value, path, target, one_hour)
     elif key == "text":
         out.append({"type": "text", "text": str(value)})
     elif key == "toolUse":
@@ -130,7 +147,7 @@ def _content(block: Any, path: str, out: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _tools(config: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def _tools(config: Any, one_hour: bool) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     if not isinstance(config, Mapping):
         raise _invalid("toolConfig: expected an object")
     raw = config.get("tools")
@@ -140,7 +157,7 @@ def _tools(config: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     for i, entry in enumerate(raw):
         key, value = _one_key(entry, f"toolConfig.tools.{i}", frozenset({"toolSpec", "cachePoint"}))
         if key == "cachePoint":
-            _marked(tools, value, f"toolConfig.tools.{i}")
+            _marked(tools, value, f"toolConfig.tools.{i}", "tools", one_hour)
             continue
         schema = (value.get("inputSchema") or {}).get("json")
         if not value.get("name") or not isinstance(schema, Mapping):
@@ -180,11 +197,12 @@ def to_messages_body(model: str, body: Any) -> dict[str, Any]:
             "inferenceConfig.maxTokens: Member must have value greater than or equal to 1"
         )
     out: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    one_hour = get_model(model).one_hour_ttl
     system: list[dict[str, Any]] = []
     for i, block in enumerate(body.get("system") or []):
         key, value = _one_key(block, f"system.{i}", frozenset({"text", "cachePoint"}))
         if key == "cachePoint":
-            _marked(system, value, f"system.{i}")
+            _marked(system, value, f"system.{i}", "system", one_hour)
         else:
             system.append({"type": "text", "text": str(value)})
     if system:
@@ -196,11 +214,13 @@ def to_messages_body(model: str, body: Any) -> dict[str, Any]:
             raise _invalid(f"messages.{i}.role: Member must satisfy enum value set")
         content: list[dict[str, Any]] = []
         for j, block in enumerate(message.get("content") or []):
-            tool_content |= _content(block, f"messages.{i}.content.{j}", content)
+            tool_content |= _content(
+                block, f"messages.{i}.content.{j}", content, f"messages.{i}.content", one_hour
+            )
         messages.append({"role": message["role"], "content": content})
     out["messages"] = messages
     if body.get("toolConfig") is not None:
-        tools, choice = _tools(body["toolConfig"])
+        tools, choice = _tools(body["toolConfig"], one_hour)
         out["tools"] = tools
         if choice is not None:
             out["tool_choice"] = choice

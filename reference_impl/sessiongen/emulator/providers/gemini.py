@@ -4,16 +4,21 @@ Endpoints: `POST /v1beta/models/{model}:generateContent` (JSON) and
 `POST /v1beta/models/{model}:streamGenerateContent` (`?alt=sse`: server-sent `data:` chunks,
 which the `google-genai` SDK always asks for; without it, a JSON array of the chunks), and the
 same under `/v1/`, the version google-genai 3.x sends by default.
-Explicit caching: `POST /v1beta/cachedContents`, `GET` / `DELETE
-/v1beta/cachedContents/{id}`, and `cachedContent` on a generate request.
+Explicit caching: `cachedContents` create (`POST`), list (`GET`), get (`GET .../{id}`),
+update (`PATCH .../{id}`, its expiration only) and delete, under `/v1beta/` and `/v1/`, and
+`cachedContent` on a generate request. A resource lives until its `expireTime` (`ttl` or
+`expireTime` on create or update), whatever uses it: a pinned entry of the one
+`CacheStore`.
 
-Implicit caching (ai.google.dev/gemini-api/docs/caching) is the one `CacheStore` with a
-single automatic breakpoint (TTL "5m") on the request's last position: it reads the longest
-prefix an earlier request wrote within the store's lookback window and writes the whole
-prompt once it reaches the model's documented minimum. The usage is Gemini's: the cached
-tokens are `cachedContentTokenCount`, and `promptTokenCount` counts them too; there is no
-cache-write count. Everything the docs do not state is marked UNCONFIRMED here and in
-docs/emulator.md ("Gemini").
+Implicit caching (ai.google.dev/gemini-api/docs/caching) is `CacheStore.apply_implicit`: a
+request that shares a prefix with an earlier one reads the whole shared prefix (to the end
+of the last shared position, `implicit_breakpoint_interval` 1) once it reaches the model's
+documented minimum, whatever the earlier request ended with; entries live
+`EmulatorState.lifetimes["gemini_implicit_ttl"]` after their latest use. The usage is
+Gemini's: the cached tokens are `cachedContentTokenCount`, and `promptTokenCount` counts them
+too; there is no cache-write count. Every route under `/v1beta/` answers errors in Gemini's
+shape. Everything the docs do not state is marked UNCONFIRMED here and in docs/emulator.md
+("Gemini").
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,7 +38,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from ...cache import TTL, FlatBlock
+from ...cache import FlatBlock, ImplicitRule
 from ...cache.catalog import ModelInfo, UnknownModel, get_model
 from ...llm.gemini_wire import ERROR_STATUSES
 from ...tokens import (
@@ -49,7 +55,6 @@ PATH_PREFIXES = ("/v1beta/",)
 PROVIDER = "gemini"
 METHODS = ("generateContent", "streamGenerateContent")
 GENESIS = hashlib.sha256(b"sessiongen.cache/gemini/v1").hexdigest()
-IMPLICIT_TTL: TTL = "5m"  # UNCONFIRMED: the docs give implicit caching no lifetime
 _DATA_FIELDS = (
     "text",
     "inlineData",
@@ -228,7 +233,8 @@ def flatten(body: Mapping[str, Any], declarations: list[Mapping[str, Any]]) -> l
     per `systemInstruction` part, one per part of each content, in that order. The chain
     hashes each position's canonical JSON, with role and message start for content parts.
     Settings (toolConfig, generationConfig, thinking) are not mixed in (UNCONFIRMED), so a
-    NONE tool choice keeps the cache. The one breakpoint is automatic, on the last position.
+    NONE tool choice keeps the cache. No position carries a breakpoint: implicit caching
+    places its own (`CacheStore.apply_implicit`).
     """
     rows: list[FlatBlock] = []
     h = GENESIS
@@ -258,8 +264,6 @@ def flatten(body: Mapping[str, Any], declarations: list[Mapping[str, Any]]) -> l
                 "block": _hashed(part),
             }
             add(payload, _part_tokens(part))
-    if rows:
-        rows[-1] = rows[-1]._replace(breakpoint=IMPLICIT_TTL)
     return rows
 
 
@@ -403,6 +407,16 @@ class _SSE(Response):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+def implicit_rule(state: EmulatorState, info: ModelInfo) -> ImplicitRule:
+    """The model's implicit cache: breakpoint interval from the catalog (1: the whole shared
+    prefix), lifetime from the emulator's settings."""
+    return ImplicitRule(
+        max(info.implicit_breakpoint_interval, 1),
+        state.lifetimes["gemini_implicit_ttl"],
+        label="implicit",
+    )
+
+
 # --- the endpoint --------------------------------------------------------------------------
 
 
@@ -441,10 +455,6 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
             effective.update(cached.fields, contents=[*cached.contents, *body["contents"]])
         declarations, calling, max_tokens = _validate(effective, info)
         blocks = flatten(effective, declarations)
-        if cached is not None and cached.positions < len(blocks):
-            # The explicit entry's breakpoint, before the implicit one at the end.
-            mark = cached.positions - 1
-            blocks[mark] = blocks[mark]._replace(breakpoint=cached.ttl)
         total = sum(tokens for _, tokens, _ in blocks)
         if total > info.context_window:
             raise _invalid(
@@ -455,16 +465,25 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
         record(exc.code, None)
         return _error(exc.code, exc.message)
 
-    result = state.cache.apply(
-        blocks, model=info.id, now=started_at, min_tokens=info.min_cacheable_tokens, ttft=state.ttft
+    result = state.cache.apply_implicit(
+        blocks,
+        model=info.id,
+        now=started_at,
+        min_tokens=info.min_cacheable_tokens,
+        rule=implicit_rule(state, info),
+        ttft=state.ttft,
     )
+    read = result.read_tokens
+    if cached is not None:
+        # The named content is read whole; the implicit cache may reach further (UNCONFIRMED).
+        read = max(read, cached.tokens)
     scripted = state.pop_response()
     reply = build_reply(
         _responder_body(effective, declarations, calling, max_tokens),
         scripted,
         state.next_tool_use_id,
     )
-    usage = _usage(total, result.usage.cache_read_input_tokens, reply.output_tokens)
+    usage = _usage(total, read, reply.output_tokens)
     response: dict[str, Any] = {
         "candidates": [
             {
@@ -492,19 +511,18 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
 
 @dataclass
 class CachedContent:
-    """One `cachedContents/{id}` resource. Its tokens are an entry of the one CacheStore
-    (written at creation with a breakpoint on its last position); the resource's own
-    `expire_time` decides whether it can still be named."""
+    """One `cachedContents/{id}` resource. Its tokens are a pinned entry of the one
+    CacheStore (namespace `explicit_namespace(model)`, keyed by the name) that lives until
+    `expire_time`, whatever reads it: "expire_time: Timestamp in UTC of when this resource
+    is considered expired" (CachedContent reference)."""
 
     name: str
     model: str
     fields: dict[str, Any]  # systemInstruction / tools / toolConfig
     contents: list[Any]
-    positions: int
-    prefix_hash: str
     tokens: int
-    ttl: TTL
     create_time: float
+    update_time: float
     expire_time: float
     display_name: str | None = None
 
@@ -513,7 +531,7 @@ class CachedContent:
             "name": self.name,
             "model": f"models/{self.model}",
             "createTime": _timestamp(self.create_time),
-            "updateTime": _timestamp(self.create_time),
+            "updateTime": _timestamp(self.update_time),
             "expireTime": _timestamp(self.expire_time),
             "usageMetadata": {"totalTokenCount": self.tokens},
         }
@@ -523,9 +541,17 @@ class CachedContent:
 
 
 # Per emulator state, so a second app gets its own; reset() of the state cannot see it, so a
-# resource whose store entry is gone (reset, expiry) is treated as gone too.
+# resource whose store entry is gone (reset) is treated as gone too.
 _RESOURCES: WeakKeyDictionary[EmulatorState, dict[str, CachedContent]] = WeakKeyDictionary()
 DEFAULT_TTL_SECONDS = 3600.0  # "1 hour" (Vertex docs; Gemini API: third-party quote)
+EXPLICIT_LABEL = "cachedContent"
+_EXPIRATION = ("ttl", "expireTime")
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def explicit_namespace(model: str) -> str:
+    """The store namespace of a model's explicit caches (never read by implicit caching)."""
+    return f"gemini-explicit:{model}"
 
 
 def _timestamp(virtual: float) -> str:
@@ -546,14 +572,47 @@ def _seconds(value: Any) -> float:
     return seconds
 
 
+def _instant(value: Any) -> float:
+    """An RFC 3339 timestamp as virtual seconds (seconds after the Unix epoch)."""
+    if not isinstance(value, str):
+        raise _invalid(f"Invalid value at 'cached_content.expire_time' ({value!r})")
+    text = _FRACTION.sub(r"\1", value.strip()).replace("Z", "+00:00")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise _invalid(f"Invalid value at 'cached_content.expire_time' ({value!r})") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _expiration(body: Mapping[str, Any], now: float, *, required: bool) -> float | None:
+    """`expireTime` from `ttl` ("now + TTL") or `expireTime`, which are a oneof: both is a
+    400 (wording UNCONFIRMED); neither is the default hour on create, a 400 on update. An
+    expiry not after `now` is a 400 (UNCONFIRMED)."""
+    given = [k for k in _EXPIRATION if body.get(k) is not None]
+    if len(given) == 2:
+        raise _invalid("Only one of cached_content.ttl and cached_content.expire_time may be set.")
+    if not given:
+        if required:
+            raise _invalid("cached_content.ttl or cached_content.expire_time is required.")
+        return None
+    expires = now + _seconds(body["ttl"]) if given[0] == "ttl" else _instant(body["expireTime"])
+    if expires <= now:
+        raise _invalid("cached_content.expire_time must be in the future.")
+    return expires
+
+
 def _live(state: EmulatorState, item: CachedContent, now: float) -> bool:
-    if now > item.expire_time:
-        return False
-    # The store entry may be gone (a reset clears the store); the resource then is too.
-    return any(
-        e.model == item.model and e.prefix_hash == item.prefix_hash and e.alive(now)
-        for e in state.cache.entries()
-    )
+    # The store entry is gone after its expiry, a delete or a reset of the state.
+    return state.cache.lookup(explicit_namespace(item.model), item.name, now) is not None
+
+
+def _resource(state: EmulatorState, name: str, now: float) -> CachedContent:
+    item = _RESOURCES.get(state, {}).get(name)
+    if item is None or not _live(state, item, now):
+        raise GeminiError(403, f"CachedContent not found (or permission denied): {name}")
+    return item
 
 
 def _cached_for(
@@ -563,10 +622,7 @@ def _cached_for(
         return None
     if any(body.get(k) for k in ("systemInstruction", "tools", "toolConfig")):
         raise _invalid(CACHED_CONTENT_CONFLICT)
-    name = str(body["cachedContent"])
-    item = _RESOURCES.get(state, {}).get(name)
-    if item is None or not _live(state, item, now):
-        raise GeminiError(403, f"CachedContent not found (or permission denied): {name}")
+    item = _resource(state, str(body["cachedContent"]), now)
     if item.model != info.id:
         raise _invalid(f"Model {info.id} does not match the cached content's {item.model}.")
     return item
@@ -589,84 +645,158 @@ def create_cached_content(state: EmulatorState, body: Any, now: float) -> Cached
             f"Cached content is too small. total_token_count={tokens}, "
             f"min_total_token_count={info.min_cacheable_tokens}"
         )
-    if "expireTime" in body:
-        raise _invalid("expire_time is not supported by this emulator; use ttl.")
-    seconds = _seconds(body["ttl"]) if "ttl" in body else DEFAULT_TTL_SECONDS
-    ttl: TTL = "5m" if seconds <= 300 else "1h"
-    rows[-1] = rows[-1]._replace(breakpoint=ttl)
-    state.cache.apply(rows, model=info.id, now=now, min_tokens=info.min_cacheable_tokens)
+    expires = _expiration(body, now, required=False)
     item = CachedContent(
         name=f"cachedContents/emulated-{state.next_message_id().rsplit('_', 1)[1]}",
         model=info.id,
         fields=fields,
         contents=list(contents),
-        positions=len(rows),
-        prefix_hash=rows[-1].prefix_hash,
         tokens=tokens,
-        ttl=ttl,
         create_time=now,
-        expire_time=now + seconds,
+        update_time=now,
+        expire_time=now + DEFAULT_TTL_SECONDS if expires is None else expires,
         display_name=body.get("displayName"),
+    )
+    state.cache.pin(
+        model=explicit_namespace(info.id),
+        prefix_hash=item.name,
+        tokens=tokens,
+        now=now,
+        expires_at=item.expire_time,
+        label=EXPLICIT_LABEL,
     )
     _RESOURCES.setdefault(state, {})[item.name] = item
     return item
 
 
+def update_cached_content(state: EmulatorState, name: str, body: Any, now: float) -> CachedContent:
+    """PATCH: "Updates CachedContent resource (only expiration is updatable)"."""
+    if not isinstance(body, Mapping):
+        raise _invalid("Invalid JSON payload received.")
+    item = _resource(state, name, now)
+    other = sorted(k for k in body if k not in _EXPIRATION and k != "name")
+    if other:
+        # UNCONFIRMED wording; the reference says only the expiration is updatable.
+        raise _invalid(f"Only the expiration (ttl or expire_time) is updatable, not {other}.")
+    expires = _expiration(body, now, required=True)
+    assert expires is not None
+    state.cache.set_expiry(explicit_namespace(item.model), item.name, expires)
+    item.expire_time = expires
+    item.update_time = now
+    return item
+
+
+def list_cached_contents(
+    state: EmulatorState, now: float, page_size: str | None, page_token: str | None
+) -> dict[str, Any]:
+    """`{"cachedContents": [...], "nextPageToken"}` of the live resources, oldest first
+    (metadata only, as `get` answers them). `pageSize` default and maximum 1000, the token an
+    offset (UNCONFIRMED)."""
+    try:
+        size = min(int(page_size), 1000) if page_size else 1000
+        offset = int(page_token) if page_token else 0
+    except ValueError:
+        raise _invalid("Invalid pageSize or pageToken.") from None
+    if size < 1 or offset < 0:
+        raise _invalid("Invalid pageSize or pageToken.")
+    live = [i for i in _RESOURCES.get(state, {}).values() if _live(state, i, now)]
+    page = live[offset : offset + size]
+    answer: dict[str, Any] = {}
+    if page:
+        answer["cachedContents"] = [i.resource() for i in page]
+    if offset + size < len(live):
+        answer["nextPageToken"] = str(offset + size)
+    return answer
+
+
 async def _admin_call(
     state: EmulatorState, request: Request, action: str, name: str | None
 ) -> Response:
-    """create / get / delete of a cachedContents resource, logged like a generate call."""
+    """create / list / get / update / delete of cachedContents, logged like a generate call."""
     arrival = await Arrival.read(state, request, provider=PROVIDER)
     request_id, now = arrival.request_id, arrival.started_at
     status, answer = 200, {}
+    has_body = action in ("create", "update")
     try:
+        if has_body and not arrival.parsed:
+            raise _invalid("Invalid JSON payload received.")
         if action == "create":
-            if not arrival.parsed:
-                raise _invalid("Invalid JSON payload received.")
             answer = create_cached_content(state, arrival.body, now).resource()
+        elif action == "list":
+            query = request.query_params
+            answer = list_cached_contents(state, now, query.get("pageSize"), query.get("pageToken"))
         else:
             assert name is not None
-            item = _RESOURCES.get(state, {}).get(name)
-            if item is None or not _live(state, item, now):
-                raise GeminiError(403, f"CachedContent not found (or permission denied): {name}")
-            if action == "delete":
-                # The store entry is not removed: it ages out by its TTL (UNCONFIRMED).
-                del _RESOURCES[state][name]
+            if action == "update":
+                answer = update_cached_content(state, name, arrival.body, now).resource()
             else:
-                answer = item.resource()
+                item = _resource(state, name, now)
+                if action == "delete":
+                    state.cache.remove(explicit_namespace(item.model), item.name)
+                    del _RESOURCES[state][name]
+                else:
+                    answer = item.resource()
     except GeminiError as exc:
         status, answer = exc.code, error_body(exc.code, exc.message)
-    # The body is logged when it was JSON for a create (get and delete send none).
-    arrival.record(status, None, has_body=action == "create" and arrival.parsed)
+    # The body is logged when it was JSON for a create or update (the others send none).
+    arrival.record(status, None, has_body=has_body and arrival.parsed)
     return JSONResponse(answer, status_code=status, headers={"x-request-id": request_id})
 
 
+async def _not_found(state: EmulatorState, request: Request) -> Response:
+    """Any other method or path under a Gemini prefix: 404 in Gemini's shape (the API's
+    answer for an unknown method is UNCONFIRMED), logged."""
+    arrival = await Arrival.read(state, request, provider=PROVIDER)
+    arrival.record(404, None, has_body=False)
+    message = f"Method not found: {request.method} {request.url.path}"
+    return JSONResponse(
+        error_body(404, message), status_code=404, headers={"x-request-id": arrival.request_id}
+    )
+
+
 def router(state: EmulatorState) -> APIRouter:
-    """The Gemini endpoints over `state`."""
+    """The Gemini endpoints over `state`, under `/v1beta/` and `/v1/` (google-genai 3.x
+    defaults to API version v1, `GOOGLE_AI_API_DEFAULT_VERSION`; `/v1/` is already open to
+    SDK credentials). Anything else under `/v1beta/` is a Gemini-shaped 404."""
     api = APIRouter()
 
-    @api.post("/v1beta/models/{target}")
-    async def models(target: str, request: Request) -> Response:
-        model, _, method = target.partition(":")
-        return await _handle(state, request, model, method)
+    for version in ("v1beta", "v1"):
 
-    @api.post("/v1beta/cachedContents")
-    async def create_cache(request: Request) -> Response:
-        return await _admin_call(state, request, "create", None)
+        @api.post(f"/{version}/models/{{target}}")
+        async def models(target: str, request: Request) -> Response:
+            model, _, method = target.partition(":")
+            return await _handle(state, request, model, method)
 
-    @api.get("/v1beta/cachedContents/{cache_id}")
-    async def get_cache(cache_id: str, request: Request) -> Response:
-        return await _admin_call(state, request, "get", f"cachedContents/{cache_id}")
+        @api.post(f"/{version}/cachedContents")
+        async def create_cache(request: Request) -> Response:
+            return await _admin_call(state, request, "create", None)
 
-    @api.delete("/v1beta/cachedContents/{cache_id}")
-    async def delete_cache(cache_id: str, request: Request) -> Response:
-        return await _admin_call(state, request, "delete", f"cachedContents/{cache_id}")
+        @api.get(f"/{version}/cachedContents")
+        async def list_caches(request: Request) -> Response:
+            return await _admin_call(state, request, "list", None)
 
-    # google-genai 3.x defaults to API version v1 (`GOOGLE_AI_API_DEFAULT_VERSION`), so the
-    # same methods answer there too; `/v1/` is already open to SDK credentials.
-    @api.post("/v1/models/{target}")
-    async def models_v1(target: str, request: Request) -> Response:
-        model, _, method = target.partition(":")
-        return await _handle(state, request, model, method)
+        @api.get(f"/{version}/cachedContents/{{cache_id}}")
+        async def get_cache(cache_id: str, request: Request) -> Response:
+            return await _admin_call(state, request, "get", f"cachedContents/{cache_id}")
+
+        @api.patch(f"/{version}/cachedContents/{{cache_id}}")
+        async def update_cache(cache_id: str, request: Request) -> Response:
+            return await _admin_call(state, request, "update", f"cachedContents/{cache_id}")
+
+        @api.delete(f"/{version}/cachedContents/{{cache_id}}")
+        async def delete_cache(cache_id: str, request: Request) -> Response:
+            return await _admin_call(state, request, "delete", f"cachedContents/{cache_id}")
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+    @api.api_route("/v1beta/{rest:path}", methods=methods)
+    async def anything_else(rest: str, request: Request) -> Response:
+        return await _not_found(state, request)
+
+    for version_path in ("/v1/cachedContents", "/v1/cachedContents/{rest:path}"):
+
+        @api.api_route(version_path, methods=methods)
+        async def other_cache_methods(request: Request) -> Response:
+            return await _not_found(state, request)
 
     return api

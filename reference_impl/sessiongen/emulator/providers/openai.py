@@ -2,24 +2,26 @@
 Responses (`POST /v1/responses`), enough for the official `openai` SDK with
 `base_url=<emulator>/v1`.
 
-Caching is OpenAI's automatic prefix caching, modelled on the one `CacheStore`:
+Caching is OpenAI's automatic prefix caching for models before GPT-5.6, on the one
+`CacheStore` (`CacheStore.apply_implicit`):
 
 * the request is flattened into positions in prompt order: one per tool definition, then one
   per Chat message (`instructions` and each Responses input item likewise), each hashed into
   a cumulative chain that starts from the request settings the caching guide says break the
   prefix (`parallel_tool_calls`, `response_format` / `text.format`, reasoning effort,
-  verbosity). `tool_choice` is not one of them, so changing it keeps the cache;
-* the automatic breakpoint is the end of the prompt. The store's lookback is 20 positions per
-  breakpoint, so three more breakpoints sit 20, 40 and 60 positions back: the read finds the
-  longest cached prefix among the last 80 positions (the SDK's `prompt_cache_options` doc says
-  OpenAI considers up to 80 breakpoints). They also write, which OpenAI does not bill;
-* entries are namespaced by model and `prompt_cache_key` (a routing input: another key is
-  treated as another machine, so it misses; UNCONFIRMED);
-* `cached_tokens` is the matched prefix rounded down to a multiple of 128, and only prompts
-  of at least the model's minimum (1,024) are cached;
-* `prompt_cache_retention` "in_memory" keeps an entry 5 minutes after its last use, "24h"
-  (the default without ZDR) one hour: the store's two lifetimes (UNCONFIRMED stand-ins for
-  "5-10 minutes idle, at most an hour" and "up to 24 hours").
+  verbosity, `context_management`). `tool_choice` is not one of them, so changing it keeps
+  the cache;
+* "OpenAI places implicit breakpoints at model-dependent intervals, counted from the
+  beginning": a breakpoint every `implicit_breakpoint_interval` tokens (catalog data, 128),
+  eligible from the model's minimum (1,024). A request reads up to the last breakpoint it
+  shares with a live entry, so one that ends with a different user message still reads the
+  shared system prompt and history; it writes every breakpoint it reaches (no write fee);
+* `cached_tokens` is that breakpoint rounded down to a multiple of 128;
+* entries are namespaced by model and `prompt_cache_key` (another key misses; UNCONFIRMED);
+* retention per model (`extended_retention` in the catalog): a model with extended
+  retention defaults to `"24h"`, the others to `"in_memory"`, and `"24h"` on those is the
+  400 the API answers; each retention's lifetimes are emulator settings
+  (`EmulatorState.lifetimes`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ...cache import TTL, UnknownModel, get_model
+from ...cache import FlatBlock, ImplicitRule, ModelInfo, UnknownModel, get_model
 from ...llm.openai_wire import CACHE_INCREMENT, error_type_for
 from ...tokens import (
     canonical_json,
@@ -50,8 +52,11 @@ PATH_PREFIXES = ("/v1/chat/", "/v1/responses")
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 PROVIDER = "openai"
-LOOKBACK_BREAKPOINTS = 4  # the store's per-request maximum; each looks back 20 positions
-LOOKBACK_STRIDE = 20
+RETENTION_UNSUPPORTED = "prompt_cache_retention is not supported on this model"
+"""The API's 400 for a retention the model does not offer, as public issues quote it
+(OpenHands/software-agent-sdk#2295, home-assistant/core#161256 and client code that matches
+`{"type": "invalid_request_error", "code": "invalid_parameter", "param":
+"prompt_cache_retention"}`)."""
 DEFAULT_MESSAGES = {
     400: "Invalid request.",
     401: "Incorrect API key provided.",
@@ -192,39 +197,60 @@ def _settings(body: Mapping[str, Any], path: str) -> dict[str, Any]:
     }
 
 
-def _retention(body: Mapping[str, Any]) -> TTL:
-    retention = body.get("prompt_cache_retention") or "24h"
-    if retention not in ("in_memory", "24h"):
+def retention(body: Mapping[str, Any], info: ModelInfo) -> str:
+    """The request's `prompt_cache_retention`, defaulted per model: "24h" where the model
+    has extended retention (the default "for models that support both ... without Zero Data
+    Retention"), else "in_memory"; "24h" on a model without it is a 400."""
+    value = body.get("prompt_cache_retention")
+    if value is None:
+        return "24h" if info.extended_retention else "in_memory"
+    if value not in ("in_memory", "24h"):
         raise OpenAIError(
             400,
-            f"Invalid value: '{retention}'. Supported values are: 'in_memory' and '24h'.",
+            f"Invalid value: '{value}'. Supported values are: 'in_memory' and '24h'.",
             param="prompt_cache_retention",
             code="invalid_value",
         )
-    return "5m" if retention == "in_memory" else "1h"
+    if value == "24h" and not info.extended_retention:
+        raise OpenAIError(
+            400, RETENTION_UNSUPPORTED, param="prompt_cache_retention", code="invalid_parameter"
+        )
+    return str(value)
 
 
-def flatten(body: Mapping[str, Any], path: str) -> tuple[list[tuple[str, int, TTL | None]], int]:
-    """The store's blocks `(prefix_hash, tokens, breakpoint)` for a request, and its total."""
+def implicit_rule(state: EmulatorState, info: ModelInfo, kept: str) -> ImplicitRule:
+    """Where the model's implicit breakpoints are and how long a retention keeps entries."""
+    life = state.lifetimes
+    if kept == "24h":
+        return ImplicitRule(
+            info.implicit_breakpoint_interval,
+            life["openai_extended_ttl"],
+            life["openai_extended_max"],
+            label="24h",
+        )
+    return ImplicitRule(
+        info.implicit_breakpoint_interval,
+        life["openai_in_memory_ttl"],
+        life["openai_in_memory_max"],
+        label="in_memory",
+    )
+
+
+def flatten(body: Mapping[str, Any], path: str) -> tuple[list[FlatBlock], int]:
+    """The store's blocks `(prefix_hash, tokens, None)` for a request, and its total."""
     positions = _chat_positions(body) if path == CHAT_PATH else _responses_positions(body)
-    ttl = _retention(body)
     h = hashlib.sha256(canonical_json(_settings(body, path)).encode()).hexdigest()
-    blocks: list[tuple[str, int, TTL | None]] = []
+    blocks: list[FlatBlock] = []
     for item, tokens in positions:
         h = hashlib.sha256((h + canonical_json(item)).encode()).hexdigest()
-        blocks.append((h, tokens, None))
-    last = len(blocks) - 1
-    for k in range(LOOKBACK_BREAKPOINTS):
-        at = last - k * LOOKBACK_STRIDE
-        if at >= 0:
-            blocks[at] = (blocks[at][0], blocks[at][1], ttl)
+        blocks.append(FlatBlock(h, tokens, None))
     return blocks, sum(tokens for _, tokens in positions)
 
 
 # --- validation ----------------------------------------------------------------------------
 
 
-def _validate_common(body: Any) -> int:
+def _validate_common(body: Any) -> ModelInfo:
     if not isinstance(body, dict):
         raise OpenAIError(400, "The request body must be a JSON object.")
     model = body.get("model")
@@ -249,7 +275,7 @@ def _validate_common(body: Any) -> int:
             "specified.",
             param="tool_choice",
         )
-    return info.min_cacheable_tokens
+    return info
 
 
 def _validate_chat(body: dict[str, Any]) -> None:
@@ -343,14 +369,19 @@ def _reply(body: Mapping[str, Any], path: str, scripted: ScriptedResponse | None
 
 class _Outcome:
     def __init__(self, state: EmulatorState, body: dict[str, Any], path: str, now: float) -> None:
-        min_tokens = _validate_common(body)
+        info = _validate_common(body)
         if path == CHAT_PATH:
             _validate_chat(body)
+        rule = implicit_rule(state, info, retention(body, info))
         blocks, total = flatten(body, path)
-        info = get_model(body["model"])
         namespace = f"openai:{info.id}:{body.get('prompt_cache_key') or ''}"
-        result = state.cache.apply(
-            blocks, model=namespace, now=now, min_tokens=min_tokens, ttft=state.ttft
+        result = state.cache.apply_implicit(
+            blocks,
+            model=namespace,
+            now=now,
+            min_tokens=info.min_cacheable_tokens,
+            rule=rule,
+            ttft=state.ttft,
         )
         self.prompt_tokens = total
         self.cached = result.read_tokens // CACHE_INCREMENT * CACHE_INCREMENT

@@ -31,9 +31,10 @@ schedule of a richer family (other ping times, every TTL, pings that do write di
 each replayed through the cache store.
 
 **Client breakpoints.** A trace may carry breakpoints before each prompt's last block (a
-client marking its system prompt: `TraceRequest.breakpoints`). The program plans in the
-one-breakpoint model above; the schedule it finds is then replayed with the client's
-breakpoints, as every policy is, and that replay is the `optimum` row. It is a schedule a
+client marking its system prompt: `TraceRequest.breakpoints`) and prefixes cached before it
+began (`Trace.warm`). The program plans in the one-breakpoint model above, with nothing
+warm (`PreparedTrace.single`); the schedule it finds is then replayed with the client's
+breakpoints and the warm prefixes, as every policy is, and that replay is the `optimum` row. It is a schedule a
 client could run, so an upper bound on the best one with those breakpoints, not a proof of
 it: a policy can come in under it (a ratio below 1), and the lower bound stays a bound for
 every schedule, any breakpoints included.
@@ -362,7 +363,7 @@ def optimum(
         raise RuntimeError(
             f"the optimum's planner and the cache rules disagree: {planned} vs {replayed}"
         )
-    if prepared.marked:  # the same schedule with the client's breakpoints, as policies run
+    if prepared.marked or prepared.warm:  # the schedule as policies run: client's marks, warm
         result = replay(prepared, policy, model=info.id)
     return Optimum(schedule, result, planned, prices.scale)
 

@@ -11,15 +11,9 @@ import pytest
 from sessiongen import _workbench as workbench
 from sessiongen.cli import main
 
+from tests.docs.test_site import DECISIONS
+
 ROOT = Path(__file__).resolve().parent.parent
-DECISIONS = (
-    "purpose",
-    "tools-policy",
-    "preparation-parity",
-    "return-shape",
-    "failure-modes",
-    "warming",
-)
 
 
 def _notebook(path: Path, *sources: str) -> Path:

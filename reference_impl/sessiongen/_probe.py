@@ -763,12 +763,24 @@ def plan(model: str, run_id: str, *, with_ttl: bool, tokens: int | None = None) 
                 model,
                 prefix_text(run_id, probe.name, step.prefix, tokens),
                 step.turns,
-                step.lifetime,
+                available_lifetime(model, step.lifetime),
                 step.ping,
                 anchor,
             )
     order = sorted(prompts, key=lambda key: (chosen[key[0]].steps[key[1]].at, key))
     return Plan(model, chosen, order, prompts, tokens)
+
+
+def available_lifetime(model: str, lifetime: Lifetime) -> Lifetime:
+    """`lifetime`, or the model's default where it has no long one: the 1-hour TTL is per
+    model on Bedrock (AWS's table), OpenAI's extended `24h` retention per model (the
+    guide's list), and asking a model for one it lacks is a 400 there. The retention probe
+    then asks what the model's own lifetime keeps over the idle gap."""
+    if lifetime != "long":
+        return lifetime
+    info = get_model(model)
+    has_long = info.extended_retention if info.provider == "openai" else info.one_hour_ttl
+    return lifetime if has_long else "default"
 
 
 def run_plan(

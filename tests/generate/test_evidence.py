@@ -75,6 +75,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.clause("SG-TOOLS-2")
 @pytest.mark.clause("SG-WARM-1")
+@pytest.mark.clause("SG-REPLAY-1")
+@pytest.mark.clause("SG-REPLAY-2")
 async def test_the_contracts_tables_are_the_fresh_measurement(tmp_path: Path) -> None:
     """Every figure of the contract's measured tables is generated: the committed tables equal
     a fresh run of the evidence (regenerate with `uv run python -m sessiongen.evidence`)."""

@@ -84,6 +84,7 @@ def test_the_catalog_has_aws_minimums_and_ttls(model: str, minimum: int, one_hou
     assert (info.min_cacheable_tokens, info.one_hour_ttl) == (minimum, one_hour)
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 @pytest.mark.parametrize(("model", "minimum", "one_hour"), AWS_TABLE)
 def test_a_checkpoint_below_the_model_minimum_is_not_cached(
     state: EmulatorState, sdk: Any, model: str, minimum: int, one_hour: bool
@@ -101,6 +102,7 @@ def test_a_checkpoint_below_the_model_minimum_is_not_cached(
     assert at["cacheWriteInputTokens"] == minimum
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 @pytest.mark.parametrize(("model", "minimum", "one_hour"), AWS_TABLE)
 def test_the_1h_ttl_only_on_the_models_aws_lists(
     state: EmulatorState, sdk: Any, model: str, minimum: int, one_hour: bool

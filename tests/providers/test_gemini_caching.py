@@ -83,6 +83,7 @@ def instant(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 async def test_a_shared_prefix_is_read_whatever_the_last_message(emulated: Emulated) -> None:
     """CACHING, "Implicit caching": "Implicit caching is enabled by default for all Gemini 2.5
     and newer models." and "Try to send requests with similar prefix in a short amount of
@@ -130,6 +131,7 @@ async def test_the_implicit_lifetime_is_a_setting(emulated: Emulated) -> None:
     assert read(await ask(emulated, "Four.")) == 2600
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 async def test_an_explicit_cache_lives_until_its_expire_time(emulated: Emulated) -> None:
     """RESOURCE: "expire_time: Timestamp in UTC of when this resource is considered expired.
     This is always provided on output, regardless of what was sent on input." and "ttl ...
@@ -172,6 +174,7 @@ async def test_expire_time_on_create(emulated: Emulated) -> None:
     assert both.value.code == 400 and both.value.status == "INVALID_ARGUMENT"
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 async def test_update_moves_the_expiration_only(emulated: Emulated) -> None:
     """PATCH: "Updates CachedContent resource (only expiration is updatable)." The SDK's
     `caches.update(config={"ttl": ...})` / `{"expire_time": ...}` sends a PATCH with `ttl` or

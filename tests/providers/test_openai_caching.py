@@ -63,6 +63,7 @@ async def cached(client: AsyncOpenAI, body: dict[str, Any]) -> int:
     return response.usage.prompt_tokens_details.cached_tokens or 0
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 async def test_a_different_last_message_still_reads_the_shared_system_prompt(
     emulator: tuple[EmulatorState, AsyncOpenAI],
 ) -> None:
@@ -91,6 +92,7 @@ async def test_a_different_last_message_still_reads_the_shared_system_prompt(
     assert await cached(client, second) == shared // 128 * 128
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 async def test_responses_with_the_same_instructions_read_them(
     emulator: tuple[EmulatorState, AsyncOpenAI],
 ) -> None:
@@ -196,6 +198,7 @@ async def test_the_breakpoint_interval_is_catalog_data(
             assert await cached(client, second) == expected
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 @pytest.mark.parametrize("model", IN_MEMORY_ONLY)
 async def test_models_without_extended_retention_keep_entries_in_memory(
     emulator: tuple[EmulatorState, AsyncOpenAI], model: str
@@ -266,6 +269,7 @@ async def test_extended_retention_ends_24_hours_after_the_write(
     assert await cached(client, chat("gpt-4.1", "A day later.")) == 0
 
 
+@pytest.mark.clause("SG-REPLAY-3")
 @pytest.mark.parametrize("model", IN_MEMORY_ONLY)
 async def test_24h_retention_on_a_model_without_it_is_a_400(
     emulator: tuple[EmulatorState, AsyncOpenAI], model: str

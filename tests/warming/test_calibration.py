@@ -85,6 +85,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.clause("SG-REPLAY-1")
 def test_the_experiment_calibrates_a_recorded_trace(tmp_path: Path) -> None:
     code, out, err = _run(two_sessions(tmp_path, b_first_read=12000), tmp_path / "out")
     assert code == 0, err
@@ -106,6 +107,7 @@ def test_the_experiment_calibrates_a_recorded_trace(tmp_path: Path) -> None:
     assert str(tmp_path / "out" / "calibration.csv") in out
 
 
+@pytest.mark.clause("SG-REPLAY-1")
 def test_a_real_usage_the_replay_cannot_reproduce_shows_as_error(tmp_path: Path) -> None:
     """The provider billed b's first request no read (say its system prompt differed): the
     replay still predicts the 12,000-token read, and the calibration says so."""
@@ -192,6 +194,7 @@ def test_a_trace_without_recorded_usage_has_no_calibration(tmp_path: Path) -> No
     assert "as_recorded" not in {row["policy"] for row in _rows(tmp_path / "out" / "policies.csv")}
 
 
+@pytest.mark.clause("SG-REPLAY-2")
 def test_gap_outcomes_read_the_ttl_boundary_off_the_record(tmp_path: Path) -> None:
     """Gaps of 280 s and 320 s after a 5m write: the record shows a hit, then a miss, and
     the boundary says an entry lived at least 280 s and lingered at most 20 s."""

@@ -440,6 +440,7 @@ def marked_trace() -> tuple[Trace, list[Decision]]:
     return Trace("marked", tuple(r for r, _ in rows)), [d for _, d in rows]
 
 
+@pytest.mark.clause("SG-REPLAY-1")
 async def test_client_breakpoints_replay_as_the_emulator_bills_them(emulator: Emulator) -> None:
     """Every mark of a request is a breakpoint on the wire: the second session's first
     request reads the system block the first session wrote, the emulator agrees request by
@@ -515,6 +516,7 @@ def test_the_optimum_replays_its_schedule_with_the_client_breakpoints() -> None:
     assert best.total_cost < single.total_cost
 
 
+@pytest.mark.clause("SG-REPLAY-1")
 async def test_a_real_log_replays_as_the_emulator_bills_it(emulator: Emulator) -> None:
     """A real Claude Code log (d-kimuson/claude-code-viewer @ f299e8f8, reduced fixture) as
     recorded, with its client breakpoints, shared prefixes and a prefix cached before the

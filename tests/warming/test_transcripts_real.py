@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from sessiongen.warming.formats import load_trace
 from sessiongen.warming.traces import TraceRequest
 
@@ -184,6 +185,7 @@ def test_claude_a_directory_of_real_logs_keeps_every_session_apart() -> None:
     assert all(r.recorded is not None and len(r.breakpoints) <= 3 for r in trace.requests)
 
 
+@pytest.mark.clause("SG-REPLAY-1")
 def test_a_prefix_read_before_the_log_begins_is_warm_in_the_replay() -> None:
     """d-kimuson/claude-code-viewer @ f299e8f8, fe5e1c67: the main session's first call reads
     14,874 tokens no call of the log wrote (a session before the log did). The importer

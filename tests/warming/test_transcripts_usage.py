@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from sessiongen.warming.calibration import calibrate
 from sessiongen.warming.formats import load_trace
 
@@ -55,6 +56,7 @@ def _log(tmp_path: Path, calls: list[tuple[str, float, int, int, int]]) -> Path:
     return path
 
 
+@pytest.mark.clause("SG-REPLAY-1")
 def test_a_longer_first_read_is_a_second_shared_prefix(tmp_path: Path) -> None:
     """Sessions b and c read 12,000 tokens at their first call, more than the 10,000 every
     session shares: the system prompt they send the same, behind the tools. It becomes a
@@ -81,6 +83,7 @@ def test_a_longer_first_read_is_a_second_shared_prefix(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.clause("SG-REPLAY-1")
 def test_an_edited_history_shares_only_what_was_read(tmp_path: Path) -> None:
     """The third call comes 30 s after the second, well within the 5m entry the second left
     (10,000 + 4,000 + 1,000 tokens), but reads only 14,000: the client changed its history
@@ -106,6 +109,7 @@ def test_an_edited_history_shares_only_what_was_read(tmp_path: Path) -> None:
     assert (last.real_cache_write_tokens, last.predicted_cache_write_tokens) == (2000, 2000)
 
 
+@pytest.mark.clause("SG-REPLAY-1")
 def test_a_short_read_after_the_ttl_is_an_expiry_not_an_edit(tmp_path: Path) -> None:
     """The same short read 400 s later: past the 5m entry's life, so it says nothing of the
     content. The prompt grows on the whole previous one and the replay predicts the expiry:

@@ -595,6 +595,9 @@ class LogCalibration:
     format: str
     requests: int
     sessions: int
+    warm: int
+    """Prefixes the record shows cached before the log began (`Trace.warm`): the replay
+    takes these reads from the record, so they are not predictions."""
     calibration: Calibration
     boundary: TtlBoundary
 
@@ -610,6 +613,7 @@ def calibrate_real_logs(root: Path) -> list[LogCalibration]:
                 format,
                 len(trace.requests),
                 len(trace.sessions()),
+                len(trace.warm),
                 calibrate(trace),
                 ttl_boundary(gap_outcomes(trace), "5m"),
             )
@@ -623,16 +627,17 @@ def _ratio_cell(value: float) -> str:
 
 def calibration_table(rows: list[LogCalibration]) -> str:
     """SG-REPLAY-1's table, as markdown: per real log and in total, the replay as recorded
-    against the provider's bill (predicted / real)."""
+    against the provider's bill (predicted / real), and how many prefixes the record shows
+    cached before the log (their reads are taken from the record, not predicted)."""
     lines = [
-        "| log | format | requests | sessions | cache reads | cache writes | prompt cost "
-        "| median error, reads | median error, writes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| log | format | requests | sessions | cached before the log | cache reads "
+        "| cache writes | prompt cost | median error, reads | median error, writes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         t = row.calibration.total
         lines.append(
-            f"| {row.log} | {row.format} | {row.requests:,} | {row.sessions:,} "
+            f"| {row.log} | {row.format} | {row.requests:,} | {row.sessions:,} | {row.warm} "
             f"| {_ratio_cell(t.read_ratio)} | {_ratio_cell(t.write_ratio)} "
             f"| {_ratio_cell(t.cost_ratio)} | {t.read_error:.1%} | {t.write_error:.1%} |"
         )
@@ -641,6 +646,7 @@ def calibration_table(rows: list[LogCalibration]) -> str:
         total = agreement("all", every, rows[0].calibration.model)
         lines.append(
             f"| **all** | | {sum(r.requests for r in rows):,} | {sum(r.sessions for r in rows):,} "
+            f"| {sum(r.warm for r in rows)} "
             f"| {_ratio_cell(total.read_ratio)} | {_ratio_cell(total.write_ratio)} "
             f"| {_ratio_cell(total.cost_ratio)} | {total.read_error:.1%} "
             f"| {total.write_error:.1%} |"

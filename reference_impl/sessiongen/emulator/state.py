@@ -170,7 +170,7 @@ class EmulatorState:
         *,
         ttft: float = 0.0,
         linger: float = 0.0,
-        tool_prompt: bool = False,
+        tool_prompt: bool = True,
         clock: VirtualClock | None = None,
         log_capacity: int | None = DEFAULT_LOG_CAPACITY,
     ) -> None:
@@ -188,7 +188,8 @@ class EmulatorState:
         self.ttft = ttft  # virtual seconds from a request's start to its response start
         self._default_ttft = ttft
         # Count the tool-use system prompt (the catalog's per-model figure) into the input of
-        # a request with tools. Off by default: the engine's own counter leaves it out.
+        # a request with tools, as the API bills it. On by default, like the engine's counter
+        # (`tokens.count_request_tokens`); the admin config can turn it off.
         self.tool_prompt = tool_prompt
         self._default_tool_prompt = tool_prompt
         self._lock = threading.RLock()

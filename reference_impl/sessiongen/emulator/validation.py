@@ -10,7 +10,7 @@ from typing import Any
 from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
 from ..cache.catalog import UnknownModel, get_model
 from ..cache.prefix import is_server_tool_result
-from ..tokens import model_positions
+from ..tokens import compaction_trigger, model_positions
 from .errors import APIError, invalid_request
 
 PREFILL_MESSAGE = (
@@ -297,7 +297,7 @@ def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
 
 
 def for_model(
-    prepared: PreparedRequest, body: Mapping[str, Any], *, tool_prompt: bool = False
+    prepared: PreparedRequest, body: Mapping[str, Any], *, tool_prompt: bool = True
 ) -> PreparedRequest:
     """`prepared` with each position counted as its model counts it (`model_positions`: the
     tokenizer family's multiplier; with `tool_prompt`, the tool-use system prompt), prefix
@@ -320,10 +320,20 @@ def _prepare(body: Mapping[str, Any], info: ModelInfo, tool_prompt: bool) -> Pre
         raise invalid_request(
             f"prompt is too long: {prepared.total_tokens} tokens > {info.context_window} maximum"
         )
+    trigger = compaction_trigger(body)
+    if trigger is not None and prepared.total_tokens >= trigger:
+        # The API would summarise the conversation in an extra sampling step and bill that;
+        # the emulator does not: a typed refusal instead of a silently different bill.
+        raise invalid_request(
+            f"compaction is not modelled by the emulator: this request's {prepared.total_tokens} "
+            f"input tokens reach its compaction trigger ({trigger}), where the API would "
+            "summarise the conversation; a compaction block already in `messages` is modelled "
+            "(the blocks before it are dropped)"
+        )
     return prepared
 
 
-def validate_messages(body: Any, *, tool_prompt: bool = False) -> tuple[ModelInfo, PreparedRequest]:
+def validate_messages(body: Any, *, tool_prompt: bool = True) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages` body; returns the model facts and the flattened request, or
     raises `APIError` (400 invalid_request_error, 404 not_found_error for an unknown model)."""
     if not isinstance(body, Mapping):
@@ -372,7 +382,7 @@ def validate_messages(body: Any, *, tool_prompt: bool = False) -> tuple[ModelInf
 
 
 def validate_count_tokens(
-    body: Any, *, tool_prompt: bool = False
+    body: Any, *, tool_prompt: bool = True
 ) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages/count_tokens` body (no max_tokens, no pairing of a trailing
     assistant turn beyond the message rules)."""

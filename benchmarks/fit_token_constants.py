@@ -23,15 +23,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import token_accuracy as ta  # noqa: E402  (a sibling script, not a package)
-from fastapi.testclient import TestClient  # noqa: E402
-from sessiongen.emulator import EmulatorState, create_app  # noqa: E402
-from sessiongen.tokens import token_facts  # noqa: E402
+import token_accuracy as ta
+from fastapi.testclient import TestClient
+from sessiongen.emulator import EmulatorState, create_app
+from sessiongen.tokens import token_facts
 
 FACTS_FILE = (
     Path(__file__).resolve().parents[1] / "reference_impl" / "sessiongen" / "cache" / "tokens.json"
 )
-INTS = [float(v) for v in range(0, 16)]
+INTS = [float(v) for v in range(16)]
+SCALES = [0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0]
 # section -> constant -> candidate values; the groups whose rows judge that section
 SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
     "anthropic": (
@@ -39,32 +40,36 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
         {
             "message": INTS,
             "system": INTS,
-            "tool": [float(v) for v in range(0, 31, 2)],
+            "tool": [float(v) for v in range(0, 61, 3)],
             "tool_use": INTS,
             "tool_result": INTS,
             "id_chars_per_token": [1.5, 2.0, 2.5, 3.0, 4.0],
         },
     ),
-    # OpenAI's own figures are kept, not fitted: "every message follows
+    # Responses renders function tools as Chat does: its `tools` and `tool` are Chat's (the
+    # Responses rows disagree among themselves on strict tools). OpenAI's own figures are
+    # kept, not fitted: "every message follows
     # <|start|>{role/name}\n{content}<|end|>\n" (3 tokens, 1 more for a name) and "every reply
     # is primed with <|start|>assistant<|message|>" (3), openai-cookbook "How to count tokens
     # with tiktoken"; likewise per Responses item.
     "openai_chat": (
         ("openai_chat",),
-        {k: INTS for k in ("tools", "tool", "tool_call", "format")},
+        {
+            **{k: INTS for k in ("tools", "tool", "tool_call", "format")},
+            "format_scale": SCALES,
+        },
     ),
     "openai_responses": (
         ("openai_responses",),
         {
             k: INTS
             for k in (
-                "tools",
-                "tool",
                 "function_call",
                 "function_call_output",
                 "format",
             )
-        },
+        }
+        | {"format_scale": SCALES},
     ),
     "gemini": (
         ("gemini",),
@@ -74,6 +79,7 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
             "text_scale": [0.7, 0.75, 0.8, 0.85, 0.9, 1.0],
             "declarations": [float(v) for v in range(0, 31, 2)],
             "declaration": INTS,
+            "schema_scale": SCALES,
             "function_call": INTS,
             "function_response": INTS,
             "signature_tokens_per_byte": [0.2, 0.25, 0.28, 0.3, 0.33, 0.36, 0.4],

@@ -82,7 +82,9 @@ class Row:
 
     @property
     def group(self) -> str:
-        return f"openai_{self.endpoint.split('.')[0]}" if self.provider == "openai" else self.provider
+        return (
+            f"openai_{self.endpoint.split('.')[0]}" if self.provider == "openai" else self.provider
+        )
 
 
 def load(path: Path = DATA) -> list[dict[str, Any]]:
@@ -136,7 +138,9 @@ def _replay(client: TestClient, record: Mapping[str, Any], model: str) -> tuple[
         if response.status_code != 200:
             return response.status_code, None
         usage = response.json()["usage"]
-        return 200, int(usage["prompt_tokens" if endpoint == "chat.completions" else "input_tokens"])
+        return 200, int(
+            usage["prompt_tokens" if endpoint == "chat.completions" else "input_tokens"]
+        )
     if provider == "gemini":
         response = client.post(f"/v1beta/models/{model}:generateContent", json=body)
         if response.status_code != 200:
@@ -242,20 +246,29 @@ def main() -> None:
                 f"{r.model[:28]:28} {r.source.split('/')[-1][:60]}"
             )
     values = figures(rows)
-    print(f"{len(rows)} requests replayed ({int(values['held_requests'])} held back), "
-          f"{unserved} not served by the emulator")
-    print(f"{'group':18} {'n':>4} {'median %':>9} {'p90 %':>8}   held-back: {'n':>3} "
-          f"{'median %':>9} {'p90 %':>8}")
+    print(
+        f"{len(rows)} requests replayed ({int(values['held_requests'])} held back), "
+        f"{unserved} not served by the emulator"
+    )
+    print(
+        f"{'group':18} {'n':>4} {'median %':>9} {'p90 %':>8}   held-back: {'n':>3} "
+        f"{'median %':>9} {'p90 %':>8}"
+    )
     for group in (*GROUPS, "media", "all"):
-        chosen = [r for r in rows if (r.media if group == "media" else
-                                      True if group == "all" else r.group == group)]
+        chosen = [
+            r
+            for r in rows
+            if (r.media if group == "media" else True if group == "all" else r.group == group)
+        ]
         held = [r for r in chosen if r.held_back]
         med = values.get(f"{group}_median", float("nan"))
         p90 = values.get(f"{group}_p90", float("nan"))
         hmed = statistics.median([r.error for r in held]) if held else float("nan")
         hp90 = percentile([r.error for r in held], 0.9) if held else float("nan")
-        print(f"{group:18} {len(chosen):4} {med:9.1f} {p90:8.1f}              {len(held):3} "
-              f"{hmed:9.1f} {hp90:8.1f}")
+        print(
+            f"{group:18} {len(chosen):4} {med:9.1f} {p90:8.1f}              {len(held):3} "
+            f"{hmed:9.1f} {hp90:8.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -112,14 +112,15 @@ _COUNT = re.compile(rb"/Type\s*/Pages\b[^>]*?/Count\s+(\d+)|/Count\s+(\d+)[^>]*?
 
 def pdf_pages(data: bytes) -> int | None:
     """The page count of a PDF: its page objects (`/Type /Page`), or else the largest
-    `/Count` of a page tree node. None for what is not a PDF."""
+    `/Count` of a page tree node; a PDF whose bytes given hold neither (a prefix of the file)
+    counts one page. None for what is not a PDF."""
     if not data.startswith(b"%PDF"):
         return None
     pages = len(_PAGE.findall(data))
     if pages:
         return pages
     counts = [int(a or b) for a, b in _COUNT.findall(data)]
-    return max(counts) if counts else None
+    return max(counts) if counts else 1
 
 
 def _wav_seconds(data: bytes) -> float | None:

@@ -142,9 +142,36 @@ def token_facts() -> dict[str, Any]:
     return data
 
 
-def _facts(section: str) -> Mapping[str, Any]:
+def _facts(section: str, framing: bool = True) -> Mapping[str, Any]:
+    """One section of `token_facts()`; without `framing`, its framing constants are 0."""
     facts: Mapping[str, Any] = token_facts()[section]
-    return facts
+    if framing:
+        return facts
+    return {k: 0 if k in _FRAMING_KEYS else v for k, v in facts.items()}
+
+
+# The framing constants of each section (template tokens; `framing=False` drops them).
+_FRAMING_KEYS = frozenset(
+    {
+        "message",
+        "system",
+        "tool",
+        "tool_use",
+        "tool_result",
+        "request",
+        "name",
+        "tools",
+        "tool_call",
+        "format",
+        "item",
+        "function_call",
+        "function_call_output",
+        "content",
+        "declarations",
+        "declaration",
+        "function_response",
+    }
+)
 
 
 def _per(chars: int, chars_per_token: float) -> int:
@@ -362,7 +389,7 @@ def scale_tokens(tokens: int, multiplier: float) -> int:
 
 
 def model_positions(
-    counts: list[int], body: Mapping[str, Any], *, tool_prompt: bool = True
+    counts: list[int], body: Mapping[str, Any], *, tool_prompt: bool = True, framing: bool = True
 ) -> list[int]:
     """`counts` (one per position of `body`, `body_layout`) as the model named by
     `body["model"]` bills them: each text count scaled by its tokenizer family's multiplier
@@ -370,8 +397,10 @@ def model_positions(
     `tool_prompt` (the API's behaviour, so the default), the first position also carries the
     tool-use system prompt the API adds when `tools` are present (AD:about-claude/pricing,
     "Tool use system prompt token count"; its place in the prefix is UNCONFIRMED: at the
-    start, it counts toward every prefix, so toward the minimum cacheable length). An
-    unknown model is counted with framing but unscaled and without a tool prompt."""
+    start, it counts toward every prefix, so toward the minimum cacheable length). Without
+    `framing` the template's tokens are left out (the bare byte-based count: "4 bytes a
+    token" arithmetic, for experiments and tests that need it). An unknown model is counted
+    unscaled and without a tool prompt."""
     from .cache.catalog import UnknownModel, get_model  # the cache package imports this one
 
     layout = body_layout(body)
@@ -397,13 +426,17 @@ def model_positions(
             adjusted.append(0)
             continue
         scaled = n if kind in _UNSCALED_KINDS else scale_tokens(n, multiplier)
-        extra = _framing(section, block, opens) if block else 0
+        extra = _framing(section, block, opens) if block and framing else 0
         if kind == "tool_result" and deferred:
             for sub in content_blocks(block.get("content")):
-                tool = deferred.get(str(sub.get("tool_name"))) if sub.get("type") == "tool_reference" else None
+                tool = (
+                    deferred.get(str(sub.get("tool_name")))
+                    if sub.get("type") == "tool_reference"
+                    else None
+                )
                 if tool is not None:
                     extra += scale_tokens(count_tool_definition_tokens(tool), multiplier)
-                    extra += _framing("tools", tool, False)
+                    extra += _framing("tools", tool, False) if framing else 0
         adjusted.append(scaled + extra)
     if info is not None and tool_prompt and body.get("tools") and adjusted:
         choice = body.get("tool_choice")
@@ -412,11 +445,14 @@ def model_positions(
     return adjusted
 
 
-def count_model_body_tokens(body: Mapping[str, Any], *, tool_prompt: bool = True) -> int:
+def count_model_body_tokens(
+    body: Mapping[str, Any], *, tool_prompt: bool = True, framing: bool = True
+) -> int:
     """Input tokens of a Messages wire body for its model (`model_positions`): what the
     emulator's `count_tokens` answers and its `usage` adds up to (with the same
-    `tool_prompt` setting)."""
-    return sum(model_positions(body_positions(body), body, tool_prompt=tool_prompt))
+    `tool_prompt` and `framing` settings)."""
+    counts = body_positions(body)
+    return sum(model_positions(counts, body, tool_prompt=tool_prompt, framing=framing))
 
 
 COMPACTION_TRIGGER_DEFAULT = 150_000  # AD:build-with-claude/compaction, the default trigger
@@ -486,6 +522,8 @@ def _ts_type(schema: Any) -> str:
         return "any"
     if "enum" in schema:
         return " | ".join(canonical_json(v) for v in schema["enum"])
+    if "const" in schema:
+        return canonical_json(schema["const"])
     kinds = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(kinds, list):
         return " | ".join(_ts_type(k) for k in kinds)
@@ -516,24 +554,23 @@ def _openai_tool_tokens(
 
 
 def _openai_format_tokens(fmt: Any, facts: Mapping[str, Any]) -> int:
-    """A structured-output format: its schema (name, description, JSON schema) plus framing."""
+    """A structured-output format: its name, description and JSON schema (its JSON counted
+    at the calibrated `format_scale`), plus framing."""
     if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema",):
         return 0  # text and json_object carry no schema
     spec = fmt.get("json_schema") if isinstance(fmt.get("json_schema"), Mapping) else fmt
     schema = spec.get("schema") if isinstance(spec, Mapping) else None
-    return (
-        int(facts["format"])
-        + count_text_tokens(str(spec.get("name") or "") + str(spec.get("description") or ""))
-        + math.ceil(count_json_tokens(schema or {}) * float(facts["schema_scale"]))
-    )
+    words = count_text_tokens(str(spec.get("name") or "") + str(spec.get("description") or ""))
+    schema_tokens = math.ceil(count_json_tokens(schema or {}) * float(facts["format_scale"]))
+    return int(facts["format"]) + words + schema_tokens
 
 
-def openai_chat_positions(body: Mapping[str, Any]) -> list[int]:
+def openai_chat_positions(body: Mapping[str, Any], *, framing: bool = True) -> list[int]:
     """Prompt tokens of a Chat Completions body, one per position the emulator caches: each
     entry of `tools`, then each message. Framing (calibrated, `cache/tokens.json`
     `openai_chat`): per message, per tool call, per tool definition and once for the tools
     section, once for a `response_format` schema and for the reply's priming."""
-    facts = _facts("openai_chat")
+    facts = _facts("openai_chat", framing)
     counts: list[int] = []
     for i, tool in enumerate(body.get("tools") or []):
         fn = tool.get("function") or {} if isinstance(tool, Mapping) else {}
@@ -574,14 +611,14 @@ def _last_user_index(items: list[Mapping[str, Any]]) -> int:
     return -1
 
 
-def openai_responses_positions(body: Mapping[str, Any]) -> list[int]:
+def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True) -> list[int]:
     """Prompt tokens of a Responses body, one per position the emulator caches: each entry
     of `tools`, `instructions` when set, then each `input` item. Reasoning items of earlier
     turns (before the last user message) cost nothing: OpenAI drops them from context
     ("reasoning items from previous turns are discarded", OpenAI reasoning guide); the
     current turn's count their summary text (UNCONFIRMED). Framing is calibrated
     (`cache/tokens.json` `openai_responses`)."""
-    facts = _facts("openai_responses")
+    facts = _facts("openai_responses", framing)
     counts: list[int] = []
     for i, tool in enumerate(body.get("tools") or []):
         if not isinstance(tool, Mapping):
@@ -633,11 +670,11 @@ def openai_responses_positions(body: Mapping[str, Any]) -> list[int]:
 # --- Gemini generateContent ---------------------------------------------------------------
 
 
-def gemini_part_tokens(part: Mapping[str, Any], model: str = "") -> int:
+def gemini_part_tokens(part: Mapping[str, Any], model: str = "", *, framing: bool = True) -> int:
     """Prompt tokens of one Gemini content part (camelCase keys): text, function calls and
     responses (with framing), inline media by `gemini_media_tokens`, plus a Gemini 3 thought
     signature's replayed thoughts (`gemini_signature_tokens`)."""
-    facts = _facts("gemini")
+    facts = _facts("gemini", framing)
     scale = float(facts["text_scale"])
     tokens: int
     if "text" in part:
@@ -669,9 +706,9 @@ def gemini_part_tokens(part: Mapping[str, Any], model: str = "") -> int:
     return tokens + gemini_signature_tokens(str(part.get("thoughtSignature") or ""), model)
 
 
-def gemini_declaration_tokens(declaration: Mapping[str, Any]) -> int:
+def gemini_declaration_tokens(declaration: Mapping[str, Any], *, framing: bool = True) -> int:
     """Prompt tokens of one function declaration: name, description, schema, framing."""
-    facts = _facts("gemini")
+    facts = _facts("gemini", framing)
     schema = (
         declaration.get("parametersJsonSchema")
         or declaration.get("parameters")
@@ -687,21 +724,26 @@ def gemini_declaration_tokens(declaration: Mapping[str, Any]) -> int:
 
 
 def gemini_positions(
-    body: Mapping[str, Any], declarations: list[Mapping[str, Any]], model: str = ""
+    body: Mapping[str, Any],
+    declarations: list[Mapping[str, Any]],
+    model: str = "",
+    *,
+    framing: bool = True,
 ) -> list[int]:
     """Prompt tokens of a generateContent body, one per position the emulator caches: each
     function declaration, each `systemInstruction` part, each part of each content."""
-    facts = _facts("gemini")
-    counts = [gemini_declaration_tokens(d) for d in declarations]
+    facts = _facts("gemini", framing)
+    counts = [gemini_declaration_tokens(d, framing=framing) for d in declarations]
     if counts:
         counts[0] += int(facts["declarations"])
     system = (body.get("systemInstruction") or {}).get("parts") or []
     for i, part in enumerate(system):
-        counts.append(gemini_part_tokens(part, model) + (int(facts["content"]) if i == 0 else 0))
+        opens = int(facts["content"]) if i == 0 else 0
+        counts.append(gemini_part_tokens(part, model, framing=framing) + opens)
     for content in body.get("contents") or []:
         for j, part in enumerate(content.get("parts") or []):
             opens = int(facts["content"]) if j == 0 else 0
-            counts.append(gemini_part_tokens(part, model) + opens)
+            counts.append(gemini_part_tokens(part, model, framing=framing) + opens)
     if counts:
         counts[0] += int(facts["request"])
     return counts

@@ -97,9 +97,7 @@ def _catalog() -> dict[str, ModelInfo]:
     raws = [raw for data in files for raw in data["models"]]
     for raw in raws:
         tokenizer = str(raw.get("tokenizer", "claude"))
-        tool_prompt = (
-            raw.get("tool_system_prompt_tokens") or fallback_prompts.get(raw["id"]) or {}
-        )
+        tool_prompt = raw.get("tool_system_prompt_tokens") or fallback_prompts.get(raw["id"]) or {}
         info = ModelInfo(
             id=raw["id"],
             display_name=raw["display_name"],

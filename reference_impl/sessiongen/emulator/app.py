@@ -63,6 +63,7 @@ class ConfigUpdate(BaseModel):
     ttft: float | None = Field(default=None, ge=0)
     linger: float | None = Field(default=None, ge=0)
     tool_prompt: bool | None = None
+    framing: bool | None = None
 
 
 class HoldUpdate(BaseModel):
@@ -127,9 +128,13 @@ async def _handle(
         if not arrival.parsed:
             raise invalid_request("There was an error parsing the body as JSON")
         if path == COUNT_TOKENS_PATH:
-            _, prepared = validate_count_tokens(body, tool_prompt=state.tool_prompt)
+            _, prepared = validate_count_tokens(
+                body, tool_prompt=state.tool_prompt, framing=state.framing
+            )
         else:
-            _, prepared = validate_messages(body, tool_prompt=state.tool_prompt)
+            _, prepared = validate_messages(
+                body, tool_prompt=state.tool_prompt, framing=state.framing
+            )
     except APIError as exc:
         record(exc.status, None)
         return _error_response(exc.status, request_id, exc.message, exc.error_type)
@@ -285,6 +290,8 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
             emulator.set_linger(update.linger)
         if update.tool_prompt is not None:
             emulator.tool_prompt = update.tool_prompt
+        if update.framing is not None:
+            emulator.framing = update.framing
         return emulator.config()
 
     @app.get("/_emulator/cache")

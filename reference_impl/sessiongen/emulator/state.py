@@ -171,6 +171,7 @@ class EmulatorState:
         ttft: float = 0.0,
         linger: float = 0.0,
         tool_prompt: bool = True,
+        framing: bool = True,
         clock: VirtualClock | None = None,
         log_capacity: int | None = DEFAULT_LOG_CAPACITY,
     ) -> None:
@@ -192,6 +193,11 @@ class EmulatorState:
         # (`tokens.count_request_tokens`); the admin config can turn it off.
         self.tool_prompt = tool_prompt
         self._default_tool_prompt = tool_prompt
+        # Count each provider's template framing (per message, tool, tool call, format) into
+        # the input, as the APIs bill it (`tokens.model_positions`). On by default; off, a
+        # prompt costs its bare byte-based count ("4 bytes a token").
+        self.framing = framing
+        self._default_framing = framing
         self._lock = threading.RLock()
         self._log: deque[_Logged] = deque()  # by arrival
         self._dropped = 0  # entries dropped for capacity since the last reset
@@ -359,7 +365,12 @@ class EmulatorState:
     def config(self) -> dict[str, Any]:
         """The settings `/_emulator/config` changes, as it answers them."""
         with self._lock:
-            return {"ttft": self.ttft, "linger": self.linger, "tool_prompt": self.tool_prompt}
+            return {
+                "ttft": self.ttft,
+                "linger": self.linger,
+                "tool_prompt": self.tool_prompt,
+                "framing": self.framing,
+            }
 
     def set_linger(self, linger: float) -> None:
         """Change the extra lifetime. The store fixes lifetimes when it is made, so a change
@@ -382,6 +393,7 @@ class EmulatorState:
             self.ttft = self._default_ttft
             self.set_linger(self._default_linger)
             self.tool_prompt = self._default_tool_prompt
+            self.framing = self._default_framing
             self.cache.clear()
             self._log.clear()
             self._dropped = 0

@@ -297,12 +297,17 @@ def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
 
 
 def for_model(
-    prepared: PreparedRequest, body: Mapping[str, Any], *, tool_prompt: bool = True
+    prepared: PreparedRequest,
+    body: Mapping[str, Any],
+    *,
+    tool_prompt: bool = True,
+    framing: bool = True,
 ) -> PreparedRequest:
     """`prepared` with each position counted as its model counts it (`model_positions`: the
     tokenizer family's multiplier; with `tool_prompt`, the tool-use system prompt), prefix
     sums redone."""
-    counts = model_positions([b.tokens for b in prepared.blocks], body, tool_prompt=tool_prompt)
+    raw = [b.tokens for b in prepared.blocks]
+    counts = model_positions(raw, body, tool_prompt=tool_prompt, framing=framing)
     blocks = []
     total = 0
     for block, tokens in zip(prepared.blocks, counts, strict=True):
@@ -311,9 +316,11 @@ def for_model(
     return replace(prepared, blocks=tuple(blocks))
 
 
-def _prepare(body: Mapping[str, Any], info: ModelInfo, tool_prompt: bool) -> PreparedRequest:
+def _prepare(
+    body: Mapping[str, Any], info: ModelInfo, tool_prompt: bool, framing: bool = True
+) -> PreparedRequest:
     try:
-        prepared = for_model(flatten_request(body), body, tool_prompt=tool_prompt)
+        prepared = for_model(flatten_request(body), body, tool_prompt=tool_prompt, framing=framing)
     except CacheControlError as exc:
         raise invalid_request(str(exc)) from None
     if prepared.total_tokens > info.context_window:
@@ -333,7 +340,9 @@ def _prepare(body: Mapping[str, Any], info: ModelInfo, tool_prompt: bool) -> Pre
     return prepared
 
 
-def validate_messages(body: Any, *, tool_prompt: bool = True) -> tuple[ModelInfo, PreparedRequest]:
+def validate_messages(
+    body: Any, *, tool_prompt: bool = True, framing: bool = True
+) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages` body; returns the model facts and the flattened request, or
     raises `APIError` (400 invalid_request_error, 404 not_found_error for an unknown model)."""
     if not isinstance(body, Mapping):
@@ -378,11 +387,11 @@ def validate_messages(body: Any, *, tool_prompt: bool = True) -> tuple[ModelInfo
         raise invalid_request(PREFILL_MESSAGE)
     check_system_messages(messages, info)
     check_tool_pairing(messages)
-    return info, _prepare(body, info, tool_prompt)
+    return info, _prepare(body, info, tool_prompt, framing)
 
 
 def validate_count_tokens(
-    body: Any, *, tool_prompt: bool = True
+    body: Any, *, tool_prompt: bool = True, framing: bool = True
 ) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages/count_tokens` body (no max_tokens, no pairing of a trailing
     assistant turn beyond the message rules)."""
@@ -392,4 +401,4 @@ def validate_count_tokens(
     info = _model(body)
     check_system_messages(body["messages"], info)
     check_tool_pairing(body["messages"])
-    return info, _prepare(body, info, tool_prompt)
+    return info, _prepare(body, info, tool_prompt, framing)

@@ -104,7 +104,10 @@ def _media_block(key: str, value: Any, path: str) -> dict[str, Any]:
         media = {"type": "base64", "media_type": "application/pdf", "data": data}
         return {"type": "document", "source": media}
     text = base64.b64decode(data + "=" * (-len(data) % 4)).decode("utf-8", "replace")
-    return {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text}}
+    return {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": text},
+    }
 
 
 def _tool_result_content(result: Mapping[str, Any], path: str) -> list[dict[str, Any]]:
@@ -392,7 +395,9 @@ async def handle(state: EmulatorState, request: Request, model_id: str, stream: 
         try:
             # Claude on Bedrock is the same model: the tool-use system prompt counts alike
             # when the emulator is set to count it (UNCONFIRMED for Bedrock).
-            _, prepared = validate_messages(messages_body, tool_prompt=state.tool_prompt)
+            _, prepared = validate_messages(
+                messages_body, tool_prompt=state.tool_prompt, framing=state.framing
+            )
         except APIError as exc:
             raise ConverseError(exc.status, exc.message) from None
     except ConverseError as exc:

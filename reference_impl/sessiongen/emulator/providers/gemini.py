@@ -197,7 +197,10 @@ def _hashed(part: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def flatten(
-    body: Mapping[str, Any], declarations: list[Mapping[str, Any]], model: str = ""
+    body: Mapping[str, Any],
+    declarations: list[Mapping[str, Any]],
+    model: str = "",
+    framing: bool = True,
 ) -> list[FlatBlock]:
     """`(prefix_hash, tokens, breakpoint)` per position, for `CacheStore.apply`.
 
@@ -209,7 +212,8 @@ def flatten(
     """
     rows: list[FlatBlock] = []
     h = GENESIS
-    counts = iter(gemini_positions(body, declarations, model))  # the one counter, per position
+    # Counted by the one counter, one count per position (`framing`: the emulator's setting).
+    counts = iter(gemini_positions(body, declarations, model, framing=framing))
 
     def add(payload: Mapping[str, Any]) -> None:
         nonlocal h
@@ -414,7 +418,7 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
             effective = {k: v for k, v in body.items() if k != "cachedContent"}
             effective.update(cached.fields, contents=[*cached.contents, *body["contents"]])
         declarations, calling, max_tokens = _validate(effective, info)
-        blocks = flatten(effective, declarations, info.id)
+        blocks = flatten(effective, declarations, info.id, state.framing)
         if cached is not None and cached.positions < len(blocks):
             # The explicit entry's breakpoint, before the implicit one at the end.
             mark = cached.positions - 1
@@ -557,7 +561,7 @@ def create_cached_content(state: EmulatorState, body: Any, now: float) -> Cached
     if contents:
         _check_contents(contents)
     declarations = _declarations(body)
-    rows = flatten({**fields, "contents": contents}, declarations, info.id)
+    rows = flatten({**fields, "contents": contents}, declarations, info.id, state.framing)
     tokens = sum(row.tokens for row in rows)
     if tokens < info.min_cacheable_tokens:
         raise _invalid(

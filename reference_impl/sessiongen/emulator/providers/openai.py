@@ -109,12 +109,12 @@ def _text_of(content: Any) -> str:
     raise OpenAIError(400, "Invalid type for 'content': expected a string or an array.")
 
 
-def _chat_positions(body: Mapping[str, Any]) -> list[tuple[Any, int]]:
+def _chat_positions(body: Mapping[str, Any], framing: bool = True) -> list[tuple[Any, int]]:
     # Counted by the one counter (`tokens.openai_chat_positions`), one count per position.
     positions: list[Any] = [*(body.get("tools") or []), *body["messages"]]
     for message in body["messages"]:
         _text_of(message.get("content"))  # the 400 for a content of the wrong type
-    return list(zip(positions, openai_chat_positions(body), strict=True))
+    return list(zip(positions, openai_chat_positions(body, framing=framing), strict=True))
 
 
 def _responses_input(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -126,14 +126,15 @@ def _responses_input(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(item) for item in raw]
 
 
-def _responses_positions(body: Mapping[str, Any]) -> list[tuple[Any, int]]:
+def _responses_positions(body: Mapping[str, Any], framing: bool = True) -> list[tuple[Any, int]]:
     # Counted by the one counter (`tokens.openai_responses_positions`), one per position.
     positions: list[Any] = list(body.get("tools") or [])
     if body.get("instructions"):
         positions.append({"instructions": str(body["instructions"])})
     # Item ids are server bookkeeping, not prompt text (UNCONFIRMED).
     positions += [{k: v for k, v in item.items() if k != "id"} for item in _responses_input(body)]
-    return list(zip(positions, openai_responses_positions(body), strict=True))
+    counts = openai_responses_positions(body, framing=framing)
+    return list(zip(positions, counts, strict=True))
 
 
 def _settings(body: Mapping[str, Any], path: str) -> dict[str, Any]:
@@ -167,9 +168,15 @@ def _retention(body: Mapping[str, Any]) -> TTL:
     return "5m" if retention == "in_memory" else "1h"
 
 
-def flatten(body: Mapping[str, Any], path: str) -> tuple[list[tuple[str, int, TTL | None]], int]:
-    """The store's blocks `(prefix_hash, tokens, breakpoint)` for a request, and its total."""
-    positions = _chat_positions(body) if path == CHAT_PATH else _responses_positions(body)
+def flatten(
+    body: Mapping[str, Any], path: str, framing: bool = True
+) -> tuple[list[tuple[str, int, TTL | None]], int]:
+    """The store's blocks `(prefix_hash, tokens, breakpoint)` for a request, and its total
+    (`framing`: the emulator's setting, `EmulatorState.framing`)."""
+    if path == CHAT_PATH:
+        positions = _chat_positions(body, framing)
+    else:
+        positions = _responses_positions(body, framing)
     ttl = _retention(body)
     h = hashlib.sha256(canonical_json(_settings(body, path)).encode()).hexdigest()
     blocks: list[tuple[str, int, TTL | None]] = []
@@ -309,7 +316,7 @@ class _Outcome:
         min_tokens = _validate_common(body)
         if path == CHAT_PATH:
             _validate_chat(body)
-        blocks, total = flatten(body, path)
+        blocks, total = flatten(body, path, state.framing)
         info = get_model(body["model"])
         namespace = f"openai:{info.id}:{body.get('prompt_cache_key') or ''}"
         result = state.cache.apply(

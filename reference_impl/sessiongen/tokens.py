@@ -143,11 +143,17 @@ def token_facts() -> dict[str, Any]:
 
 
 def _facts(section: str, framing: bool = True) -> Mapping[str, Any]:
-    """One section of `token_facts()`; without `framing`, its framing constants are 0."""
+    """One section of `token_facts()`; without `framing` (the bare byte-based count), its
+    framing constants are 0 and its calibrated scales 1."""
     facts: Mapping[str, Any] = token_facts()[section]
     if framing:
         return facts
-    return {k: 0 if k in _FRAMING_KEYS else v for k, v in facts.items()}
+    return {
+        k: 0 if k in _FRAMING_KEYS else 1.0 if k in _SCALE_KEYS else v for k, v in facts.items()
+    }
+
+
+_SCALE_KEYS = frozenset({"text_scale", "schema_scale", "format_scale"})
 
 
 # The framing constants of each section (template tokens; `framing=False` drops them).
@@ -499,7 +505,8 @@ def _openai_text(content: Any) -> tuple[str, int]:
             )
             media += _openai_image_url_tokens(str(url or ""), detail)
         elif kind in ("file", "input_file"):
-            file = part.get("file") if isinstance(part.get("file"), Mapping) else part
+            inner = part.get("file")
+            file: Mapping[str, Any] = inner if isinstance(inner, Mapping) else part
             data = str(file.get("file_data") or "")
             pages = pdf_pages(decode_base64_prefix(data)) if data else None
             media += (pages or 1) * int(facts["pdf_page_tokens"])
@@ -558,8 +565,9 @@ def _openai_format_tokens(fmt: Any, facts: Mapping[str, Any]) -> int:
     at the calibrated `format_scale`), plus framing."""
     if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema",):
         return 0  # text and json_object carry no schema
-    spec = fmt.get("json_schema") if isinstance(fmt.get("json_schema"), Mapping) else fmt
-    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    inner = fmt.get("json_schema")
+    spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else fmt
+    schema = spec.get("schema")
     words = count_text_tokens(str(spec.get("name") or "") + str(spec.get("description") or ""))
     schema_tokens = math.ceil(count_json_tokens(schema or {}) * float(facts["format_scale"]))
     return int(facts["format"]) + words + schema_tokens

@@ -109,9 +109,12 @@ async def test_prior_thinking_is_kept_on_keep_all_models(emu: Emu) -> None:
     assert three.usage.cache_read_input_tokens == total(two.usage)
     kept = await count(emu, **params, messages=plain["request_3"]) + THOUGHT_1 + THOUGHT_2
     assert total(three.usage) == kept == await count(emu, **params, messages=turns["request_3"])
-    assert count_model_body_tokens(
-        {**params, "messages": turns["request_3"]}, tool_prompt=False, framing=False
-    ) == kept
+    assert (
+        count_model_body_tokens(
+            {**params, "messages": turns["request_3"]}, tool_prompt=False, framing=False
+        )
+        == kept
+    )
 
 
 def test_thinking_preservation_follows_the_docs() -> None:

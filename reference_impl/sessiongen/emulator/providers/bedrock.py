@@ -90,8 +90,8 @@ def _media_block(key: str, value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise _invalid(f"{path}.{key}: expected an object")
     fmt = str(value.get("format", ""))
-    source = value.get("source") if isinstance(value.get("source"), Mapping) else {}
-    data = source.get("bytes")
+    source = value.get("source")
+    data = source.get("bytes") if isinstance(source, Mapping) else None
     if not isinstance(data, str):
         # UNCONFIRMED message: an s3Location source is not served by this emulator.
         raise _invalid(f"{path}.{key}.source: only bytes sources are supported by this emulator")

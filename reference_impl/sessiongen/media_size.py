@@ -29,7 +29,9 @@ def decode_base64_prefix(data: str) -> bytes:
     `data:` URL prefix, whitespace and a cut-off tail are tolerated."""
     text = data.split(",", 1)[1] if data.startswith("data:") and "," in data else data
     text = re.sub(r"\s+", "", text).replace("-", "+").replace("_", "/").rstrip("=")
-    text = text[: len(text) - len(text) % 4]
+    if len(text) % 4 == 1:  # a cut-off tail: one character is no byte
+        text = text[:-1]
+    text += "=" * (-len(text) % 4)
     try:
         return base64.b64decode(text, validate=False)
     except (binascii.Error, ValueError):

@@ -384,6 +384,16 @@ def _framing(section: str, block: Mapping[str, Any], opens: bool) -> int:
     return extra
 
 
+def _defined_tool_tokens(tool: Mapping[str, Any]) -> int | None:
+    """The documented fixed cost of an Anthropic-defined tool's definition (`bash_*`: 245,
+    `text_editor_*`: 700, `computer_*`: 735, AD:agents-and-tools/tool-use), None for others."""
+    kind = str(tool.get("type") or "")
+    for prefix, tokens in _facts("anthropic")["defined_tools"].items():
+        if kind.startswith(prefix):
+            return int(tokens)
+    return None
+
+
 # --- per-model adjustments (the model catalog's tokenizer family and tool-use prompt) -----
 
 
@@ -430,6 +440,10 @@ def model_positions(
             # marked defer_loading are not loaded into context initially"
             # (AD:agents-and-tools/tool-use/tool-search-tool); its `tool_reference` then is.
             adjusted.append(0)
+            continue
+        defined = _defined_tool_tokens(block) if section == "tools" and framing else None
+        if defined is not None:
+            adjusted.append(defined)
             continue
         scaled = n if kind in _UNSCALED_KINDS else scale_tokens(n, multiplier)
         extra = _framing(section, block, opens) if block and framing else 0

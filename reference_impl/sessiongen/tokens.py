@@ -1,16 +1,30 @@
-"""The one deterministic token counter, shared by the engine and the emulator.
+"""The one token counter, shared by the engine and the emulator, for every provider wire.
 
-It is an approximation, not a real tokenizer: a text costs one token per started group of
-four UTF-8 bytes. JSON values (tool inputs, input schemas, blocks with no text of their own
-such as images) are counted on their canonical serialisation (sorted keys, no spaces).
+A text costs one token per started group of four UTF-8 bytes; JSON values (tool inputs,
+schemas, blocks with no text of their own) are counted on their canonical serialisation
+(sorted keys, no spaces). On top of that byte-based count, the counter bills what the
+providers bill and bytes cannot show (`cache/tokens.json`, each figure marked documented or
+calibrated on `benchmarks/data/token_recordings.jsonl`):
 
-Counting is defined on the Messages wire body, position by position: `count_tool_definition_
-tokens` for one entry of `tools`, `count_content_tokens` for one system or message content
-block (the only function that counts a content block). The cache model's flattening counts
-every position with these, and the engine counts an `LLMRequest` by lowering it to that wire
-body first (`count_request_tokens`), so the engine's overflow check, the emulator's
-`count_tokens` and the cache's prefix sums agree exactly; whatever the lowering drops (for
-example reasoning without a signature) costs nothing on either side.
+* the template framing around messages, tool definitions, tool calls and results, and
+  structured-output formats, per provider (`framing=False` leaves it out: the bare count);
+* media by the providers' formulas, sized from the bytes' headers (`media_size`): images,
+  PDF pages, audio and video seconds;
+* per model (the catalog): the tokenizer family's multiplier and, on Claude, the tool-use
+  system prompt the API adds when `tools` are present (on by default, as billed);
+* nothing for what the model does not see: prior-turn thinking it strips, blocks before a
+  compaction block, deferred tools until a tool reference loads them, OpenAI Responses
+  reasoning of earlier turns; and the replayed thoughts of a Gemini 3 thought signature.
+
+Counting is defined on each wire body, position by position (the positions the emulator's
+cache model flattens). On the Messages wire `count_tool_definition_tokens` counts one entry
+of `tools` and `count_content_tokens` one content block (the byte-based part), and
+`model_positions` adds the model's share; the engine counts an `LLMRequest` by lowering it
+to that body first (`count_request_tokens`), so the engine's overflow check, the emulator's
+`count_tokens` and `usage` and the cache's prefix sums agree exactly; whatever the lowering
+drops (for example reasoning without a signature) costs nothing on either side. The OpenAI
+and Gemini wires are counted by `openai_chat_positions`, `openai_responses_positions` and
+`gemini_positions`, one count per cached position.
 """
 
 from __future__ import annotations

@@ -489,6 +489,41 @@ def count_model_body_tokens(
     return sum(model_positions(counts, body, tool_prompt=tool_prompt, framing=framing))
 
 
+# Server tools: run on the provider's side, their results billed as input of the same request.
+_SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "tool_search_tool")
+_HOSTED_TOOL_TYPES = frozenset(
+    {"web_search", "web_search_preview", "file_search", "code_interpreter", "image_generation"}
+)
+
+
+def forced_server_tool(body: Mapping[str, Any]) -> str | None:
+    """The server tool a request forces (Anthropic `tool_choice: {"type": "tool"}` naming a
+    server tool, OpenAI Responses `tool_choice` of a hosted tool type, or `required` with
+    hosted tools only), or None. The API would run it and bill what it fetched as input of
+    the same request, which the emulator does not model."""
+    choice = body.get("tool_choice")
+    tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
+    if isinstance(choice, Mapping) and choice.get("type") == "tool":
+        for tool in tools:
+            kind = str(tool.get("type") or "")
+            if tool.get("name") == choice.get("name") and kind.startswith(_SERVER_TOOL_PREFIXES):
+                return kind
+    if isinstance(choice, Mapping) and str(choice.get("type")) in _HOSTED_TOOL_TYPES:
+        return str(choice["type"])
+    hosted = [str(t.get("type")) for t in tools if str(t.get("type")) in _HOSTED_TOOL_TYPES]
+    if choice == "required" and hosted and len(hosted) == len(tools):
+        return hosted[0]
+    return None
+
+
+def server_tool_refusal(kind: str) -> str:
+    """The message of the 400 for a forced server tool (one wording for every wire)."""
+    return (
+        f"server tool {kind!r} is not modelled by the emulator: this request forces it, and "
+        "the API would run it and bill what it fetched as input of this request"
+    )
+
+
 COMPACTION_TRIGGER_DEFAULT = 150_000  # AD:build-with-claude/compaction, the default trigger
 
 

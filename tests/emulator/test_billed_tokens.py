@@ -412,3 +412,38 @@ async def test_vertex_style_snake_case_parts_are_accepted_and_count_the_same() -
             counts.append(response.json()["usageMetadata"]["promptTokenCount"])
             (await c.post("/_emulator/reset")).raise_for_status()
     assert counts[0] == counts[1] > 258
+
+
+# --- server tools ---------------------------------------------------------------------------
+
+
+async def test_a_forced_server_tool_is_refused_in_each_providers_error_shape(emu: Emu) -> None:
+    """A server tool runs on the provider's side and "search results ... count towards input
+    tokens" of the request that ran it (AD:agents-and-tools/tool-use/web-search-tool): a
+    request that forces one (the API would certainly run it) is refused with a 400 naming it,
+    Anthropic's `invalid_request_error`, OpenAI's `{"error": {..., "param": "tool_choice"}}`;
+    offered but not forced, it is served (the emulated model never calls it)."""
+    search = {"type": "web_search_20250305", "name": "web_search"}
+    body: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 16,
+        "tools": [search],
+        "tool_choice": {"type": "tool", "name": "web_search"},
+        "messages": [user({"type": "text", "text": "news?"})],
+    }
+    refused = await emu.admin.post("/v1/messages", json=body)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["type"] == "invalid_request_error"
+    assert "server tool 'web_search_20250305' is not modelled" in refused.json()["error"]["message"]
+    del body["tool_choice"]
+    assert (await emu.admin.post("/v1/messages", json=body)).status_code == 200
+    hosted = {
+        "model": "gpt-4o",
+        "input": "news?",
+        "tools": [{"type": "web_search_preview"}],
+        "tool_choice": {"type": "web_search_preview"},
+    }
+    answer = await emu.admin.post("/v1/responses", json=hosted)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == "tool_choice" and "is not modelled" in error["message"]

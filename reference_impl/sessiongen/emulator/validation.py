@@ -10,7 +10,12 @@ from typing import Any
 from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
 from ..cache.catalog import UnknownModel, get_model
 from ..cache.prefix import is_server_tool_result
-from ..tokens import compaction_trigger, model_positions
+from ..tokens import (
+    compaction_trigger,
+    forced_server_tool,
+    model_positions,
+    server_tool_refusal,
+)
 from .errors import APIError, invalid_request
 
 PREFILL_MESSAGE = (
@@ -327,6 +332,9 @@ def _prepare(
         raise invalid_request(
             f"prompt is too long: {prepared.total_tokens} tokens > {info.context_window} maximum"
         )
+    forced = forced_server_tool(body)
+    if forced is not None:
+        raise invalid_request(server_tool_refusal(forced))
     trigger = compaction_trigger(body)
     if trigger is not None and prepared.total_tokens >= trigger:
         # The API would summarise the conversation in an extra sampling step and bill that;

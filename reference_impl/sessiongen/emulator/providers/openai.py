@@ -40,8 +40,10 @@ from ...tokens import (
     canonical_json,
     count_text_tokens,
     count_tool_call_tokens,
+    forced_server_tool,
     openai_chat_positions,
     openai_responses_positions,
+    server_tool_refusal,
 )
 from ..intake import Arrival
 from ..responder import allowed_reply, default_text, fit
@@ -219,6 +221,9 @@ def _validate_common(body: Any) -> int:
             "specified.",
             param="tool_choice",
         )
+    forced = forced_server_tool(body)
+    if forced is not None:  # counting: a hosted tool's results would be input, not modelled
+        raise OpenAIError(400, server_tool_refusal(forced), param="tool_choice")
     return info.min_cacheable_tokens
 
 

@@ -8,7 +8,7 @@ calibrated on `benchmarks/data/token_recordings.jsonl`):
 
 * the template framing around messages, tool definitions, tool calls and results, and
   structured-output formats, per provider (`framing=False` leaves it out: the bare count);
-* media by the providers' formulas, sized from the bytes' headers (`media_size`): images,
+* media by the providers' formulas, sized from the bytes' headers (`_media_size`): images,
   PDF pages, audio and video seconds;
 * per model (the catalog): the tokenizer family's multiplier and, on Claude, the tool-use
   system prompt the API adds when `tools` are present (on by default, as billed);
@@ -36,7 +36,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .media_size import audio_seconds, decode_base64_prefix, image_size, pdf_pages, video_seconds
+from ._media_size import audio_seconds, decode_base64_prefix, image_size, pdf_pages, video_seconds
 
 if TYPE_CHECKING:
     from .llm.types import LLMRequest

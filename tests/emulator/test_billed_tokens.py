@@ -3,7 +3,7 @@ test per rule, each quoting the documentation it follows, most through the emula
 endpoints (the billed counting is the emulator's default; this suite's fixture turns it off,
 so the tests here turn it back on with `emu.billed()` or build their own emulator).
 
-Media sizes are read from the bytes' headers (`sessiongen.media_size`), never decoded: the
+Media sizes are read from the bytes' headers (`sessiongen._media_size`), never decoded: the
 images here are headers only, built by hand.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx2
 import pytest
+from sessiongen._media_size import audio_seconds, image_size, pdf_pages, video_seconds
 from sessiongen.cache import get_model, list_models
 from sessiongen.emulator import EmulatorState, create_app
-from sessiongen.media_size import audio_seconds, image_size, pdf_pages, video_seconds
 from sessiongen.tokens import (
     anthropic_image_tokens,
     count_model_body_tokens,

@@ -447,3 +447,37 @@ async def test_a_forced_server_tool_is_refused_in_each_providers_error_shape(emu
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["param"] == "tool_choice" and "is not modelled" in error["message"]
+
+
+def test_anthropic_framing_counts_messages_and_tool_call_ids() -> None:
+    """The Messages template's tokens (calibrated, `cache/tokens.json` `anthropic`): per
+    message, per system prompt, per tool call and tool result, whose ids are prompt text too
+    (a recorded round trip adds 38 tokens for one empty tool call and a 6-letter result)."""
+    facts = token_facts()["anthropic"]
+    text = {"type": "text", "text": "hi"}
+    one = {"model": MODEL, "messages": [user(text)]}
+    assert (
+        count_model_body_tokens(one)
+        == count_model_body_tokens(one, framing=False) + facts["message"]
+    )
+    call = {"type": "tool_use", "id": "toolu_" + "x" * 24, "name": "f", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": call["id"], "content": "Mexico"}
+    turn = {
+        "model": MODEL,
+        "messages": [user(text), {"role": "assistant", "content": [call]}, user(result)],
+    }
+    ids = 2 * -(-len(str(call["id"])) // int(facts["id_chars_per_token"]))
+    extra = 3 * facts["message"] + facts["tool_use"] + facts["tool_result"] + ids
+    assert count_model_body_tokens(turn, tool_prompt=False) == (
+        count_model_body_tokens(turn, framing=False) + extra
+    )
+
+
+def test_an_openai_pdf_file_part_is_billed_per_page() -> None:
+    """File inputs: "both the extracted text and an image of each page" go to the model
+    (OpenAI file inputs guide); a PDF part costs per page, not its base64."""
+    pdf = b"%PDF-1.4 1 0 obj <</Type /Page>> 2 0 obj <</Type /Page>>"
+    part = {"type": "file", "file": {"filename": "a.pdf", "file_data": b64(pdf) + "A" * 9_000}}
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": [part]}]}
+    per_page = token_facts()["openai_images"]["pdf_page_tokens"]
+    assert sum(openai_chat_positions(body)) == 3 + 2 * per_page + 3

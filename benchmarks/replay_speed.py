@@ -70,7 +70,8 @@ def best_of(repeats: int, run: Callable[[], ReplayResult]) -> tuple[float, Repla
 async def through_sdk(
     trace: Trace, policy: policies.Policy, echo: Callable[[str], None] = print
 ) -> tuple[float, ReplayResult]:
-    state = EmulatorState()
+    # The traces are sized in the bare byte-based count: no template framing, no tool prompt.
+    state = EmulatorState(tool_prompt=False, framing=False)
     app = create_app(state)
     url = "http://emulator"
     http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=url)

@@ -240,6 +240,28 @@ REGISTRY: tuple[Benchmark, ...] = (
         ),
         {"quick": True},
     ),
+    Benchmark(
+        "token_accuracy",
+        "prompt tokens billed by the emulator against real provider usage, recorded requests",
+        (
+            *(
+                FigureSpec(f"{group}_{stat}", f"{label}: {name} |error| of prompt tokens", "%", cap)
+                for group, label in (
+                    ("all", "all providers"),
+                    ("held_all", "all providers, held-back cassettes"),
+                    ("anthropic", "Anthropic Messages"),
+                    ("bedrock", "Bedrock Converse"),
+                    ("openai_chat", "OpenAI Chat Completions"),
+                    ("openai_responses", "OpenAI Responses"),
+                    ("gemini", "Gemini generateContent"),
+                    ("media", "requests with images or PDFs"),
+                )
+                for stat, name, cap in (("median", "median", 5.0), ("p90", "p90", 15.0))
+            ),
+            FigureSpec("requests", "recorded requests replayed", "requests"),
+        ),
+        seconds=15,
+    ),
 )
 NAMES = tuple(b.name for b in REGISTRY)
 

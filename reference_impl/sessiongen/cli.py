@@ -332,9 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "generate_overhead",
             "emulator_throughput",
             "replay_speed",
+            "token_accuracy",
         ),
         help="run only this benchmark (repeatable): engine_scale, emulator_scale, "
-        "generate_overhead, emulator_throughput, replay_speed",
+        "generate_overhead, emulator_throughput, replay_speed, token_accuracy",
     )
     bench.add_argument(
         "--docs",

@@ -70,6 +70,14 @@ class Emu:
         now: float = response.json()["now"]
         return now
 
+    async def billed(self) -> None:
+        """Count as the API bills: template framing and the tool-use system prompt on (the
+        emulator's default, which this suite's fixture turns off)."""
+        response = await self.admin.post(
+            "/_emulator/config", json={"tool_prompt": True, "framing": True}
+        )
+        response.raise_for_status()
+
     async def script(self, *responses: dict[str, Any]) -> None:
         response = await self.admin.post("/_emulator/script", json={"responses": list(responses)})
         response.raise_for_status()
@@ -143,4 +151,9 @@ async def emu(request: pytest.FixtureRequest) -> AsyncIterator[Emu]:
     )
     async with client, admin:
         (await admin.post("/_emulator/reset")).raise_for_status()
+        # The suite's arithmetic is the bare byte-based count, 4 bytes a token (`filler`): no
+        # template framing, no tool-use system prompt. The billed counting, on by default, is
+        # pinned by `test_token_counting.py` and `test_billed_tokens.py`, which turn it on.
+        bare = {"tool_prompt": False, "framing": False}
+        (await admin.post("/_emulator/config", json=bare)).raise_for_status()
         yield Emu(client, admin, state, request.param)

@@ -128,6 +128,7 @@ async def test_ttft_setting_lets_concurrent_requests_miss(emu: Emu) -> None:
         "ttft": 1.5,
         "linger": 0.0,
         "tool_prompt": False,
+        "framing": False,
         **LIFETIME_DEFAULTS,  # the implicit caches' lifetimes (OpenAI, Gemini)
     }
     system = [text_block(1100, "same-time", "5m")]
@@ -164,7 +165,9 @@ def test_tokenizer_families() -> None:
 
 async def test_new_tokenizer_counts_more_and_the_engine_agrees(emu: Emu) -> None:
     """The same text counts 30% more on Opus 4.7 than on Sonnet 4.6, in `count_tokens`, in
-    `usage` and in the engine's own counter (one counter for both)."""
+    `usage` and in the engine's own counter (one counter for both; the template's framing,
+    2 for the system prompt and 3 for the message, is no text and is not scaled)."""
+    await emu.billed()
     text = filler(1000, "tokenizer")
     counts = {}
     for model in (MODEL, "claude-opus-4-7"):
@@ -178,11 +181,11 @@ async def test_new_tokenizer_counts_more_and_the_engine_agrees(emu: Emu) -> None
         )
         assert count_request_tokens(request) == counted.input_tokens, model
         counts[model] = counted.input_tokens
-    assert counts == {MODEL: 3 + 1000, "claude-opus-4-7": scale_tokens(3, 1.3) + 1300}
+    assert counts == {MODEL: 3 + 1000 + 5, "claude-opus-4-7": scale_tokens(3, 1.3) + 1300 + 5}
     message = await emu.create(
         model="claude-opus-4-7", messages=[user({"type": "text", "text": text})]
     )
-    assert message.usage.input_tokens == 1300
+    assert message.usage.input_tokens == 1300 + 3
 
 
 TOOL = {"name": "t", "description": "", "input_schema": {"type": "object"}}

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sessiongen._compaction import context_window
 from sessiongen.cache import flatten_request, get_model, override_model
+from sessiongen.emulator.validation import for_model
 from sessiongen.llm.anthropic import lower_request
 from sessiongen.llm.scripted import ScriptedLLMClient, ScriptedReply
 from sessiongen.llm.types import (
@@ -121,13 +122,15 @@ REQUESTS: dict[str, LLMRequest] = {
 async def test_engine_count_is_the_emulators_count(emu: Emu, case: str) -> None:
     """For each request, the engine's count (`count_request_tokens`), the emulator's
     `count_tokens` answer and the cache model's prefix total are one number."""
+    await emu.billed()  # as the API bills it: the engine's counter always counts so
     request = REQUESTS[case]
     body = lower_request(request)
     del body["max_tokens"]  # count_tokens takes no max_tokens
     response = await emu.admin.post("/v1/messages/count_tokens", json=body)
     assert response.status_code == 200, response.text
     emulator = response.json()["input_tokens"]
-    assert count_request_tokens(request) == emulator == flatten_request(body).total_tokens
+    cache_model = for_model(flatten_request(body), body).total_tokens
+    assert count_request_tokens(request) == emulator == cache_model
     assert emulator > 0
 
 

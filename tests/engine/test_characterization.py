@@ -10,12 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from sessiongen import Agent, LLMRequest, RequestInfo
-from sessiongen.cache import override_model
+from sessiongen.cache import get_model, override_model
 from sessiongen.llm.types import SystemPart
 from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
 from ..golden import assert_golden
+
+# The tool-use system prompt the API adds for the agent's tools (counted since it is billed):
+# a window this much larger leaves the history the room these tests were sized with.
+TOOL_PROMPT = get_model("claude-sonnet-4-6").tool_prompt_tokens("auto")
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -59,7 +63,7 @@ async def test_step_after_compaction(
             "max_output_tokens": 64,
         }
     )
-    with override_model("claude-sonnet-4-6", context_window=1200):
+    with override_model("claude-sonnet-4-6", context_window=1200 + TOOL_PROMPT):
         engine, scripted, recording = make_engine(agents=[small])
         session = engine.create_session("build", workspace=workspace, session_id="ses_compacted")
         for turn in range(10):

@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from sessiongen import Agent
-from sessiongen.cache import override_model
+from sessiongen.cache import get_model, override_model
 from sessiongen.model import CompactionMessage
 from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
+
+# The tool-use system prompt the API adds for the agent's tools (counted since it is billed):
+# a window this much larger leaves the history the room these tests were sized with.
+TOOL_PROMPT = get_model("claude-sonnet-4-6").tool_prompt_tokens("auto")
 
 
 async def test_compaction_replaces_active_history(
@@ -20,7 +24,7 @@ async def test_compaction_replaces_active_history(
             "max_output_tokens": 64,
         }
     )
-    with override_model("claude-sonnet-4-6", context_window=1200):
+    with override_model("claude-sonnet-4-6", context_window=1200 + TOOL_PROMPT):
         engine, scripted, recording = make_engine(agents=[small])
         session = engine.create_session("build", workspace=workspace)
         long_answer = "The answer involves many details. " * 40

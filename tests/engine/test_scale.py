@@ -28,7 +28,7 @@ from sessiongen import _store as store_module
 from sessiongen._compaction import request_tokens
 from sessiongen._request import RequestInfo
 from sessiongen._transcript import active_history, to_llm_messages
-from sessiongen.cache import override_model
+from sessiongen.cache import get_model, override_model
 from sessiongen.llm.client import collect
 from sessiongen.llm.types import (
     FinishEvent,
@@ -58,6 +58,10 @@ from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedRe
 from sessiongen.tokens import count_request_tokens
 
 from ..conftest import EngineFactory
+
+# The tool-use system prompt the API adds for the agent's tools (counted since it is billed):
+# a window this much larger leaves the history the room these tests were sized with.
+TOOL_PROMPT = get_model("claude-sonnet-4-6").tool_prompt_tokens("auto")
 
 # --- helpers ------------------------------------------------------------------------------
 
@@ -298,7 +302,7 @@ async def test_compacted_and_unsettled_histories_are_cut_as_before(
     make_engine: EngineFactory, workspace: Path, agent: Agent
 ) -> None:
     small = agent.model_copy(update={"max_output_tokens": 64})
-    with override_model("claude-sonnet-4-6", context_window=1200):
+    with override_model("claude-sonnet-4-6", context_window=1200 + TOOL_PROMPT):
         engine, scripted, recording = make_engine(agents=[small])
         session = engine.create_session("build", workspace=workspace).id
         for turn in range(4):

@@ -15,6 +15,7 @@ from sessiongen.cache_policy import (
     opencode_default,
     previous_tail,
 )
+from sessiongen.emulator.validation import for_model
 from sessiongen.lab import LoggedUsage, emulator_lab
 from sessiongen.llm.types import (
     LLMMessage,
@@ -101,7 +102,9 @@ async def _wire(policy: CachePolicy, calls: Sequence[int]) -> list[dict[str, Any
 
 
 def _tools_and_system_tokens(logged: dict[str, Any]) -> int:
-    blocks = flatten_request(logged["body"]).blocks
+    # As the emulator bills them (framing and the tool-use system prompt, `for_model`).
+    body = logged["body"]
+    blocks = for_model(flatten_request(body), body).blocks
     return max(b.prefix_tokens for b in blocks if b.section != "messages")
 
 

@@ -105,7 +105,8 @@ class Emulator:
 
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
-    app = create_app(EmulatorState())
+    # The replay's traces are sized in the bare byte-based count: no framing, no tool prompt.
+    app = create_app(EmulatorState(tool_prompt=False, framing=False))
     url = "http://emulator"
     sdk_http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=url)
     admin = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=url)

@@ -90,9 +90,17 @@ def _data_files(stem: str) -> list[str]:
     ]
 
 
+def _tool_prompt_table() -> dict[str, Any]:
+    """`tokens.json`'s `tool_prompts`: tool-use system prompt counts for models whose own
+    catalog entry has none (Claude on Bedrock bills as Claude on the Anthropic API)."""
+    table: dict[str, Any] = _load_json("tokens.json").get("tool_prompts") or {}
+    return table
+
+
 @cache
 def _catalog() -> dict[str, ModelInfo]:
     table: dict[str, ModelInfo] = {}
+    fallback_prompts = _tool_prompt_table()
     files = [_load_json(name) for name in _data_files("models")]
     multipliers: dict[str, float] = {}
     for data in files:
@@ -100,7 +108,7 @@ def _catalog() -> dict[str, ModelInfo]:
     raws = [raw for data in files for raw in data["models"]]
     for raw in raws:
         tokenizer = str(raw.get("tokenizer", "claude"))
-        tool_prompt = raw.get("tool_system_prompt_tokens") or {}
+        tool_prompt = raw.get("tool_system_prompt_tokens") or fallback_prompts.get(raw["id"]) or {}
         info = ModelInfo(
             id=raw["id"],
             display_name=raw["display_name"],

@@ -65,6 +65,7 @@ from ..tokens import (
     content_blocks,
     count_content_tokens,
     count_tool_definition_tokens,
+    dropped_blocks,
 )
 from .catalog import ModelInfo, UnknownModel, get_model
 
@@ -362,7 +363,7 @@ def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
         )
 
     h = _link(h, "@messages:" + canonical_json(messages_settings(body)))
-    stripped = stripped_thinking(body)
+    stripped = dropped_blocks(body)  # prior-turn thinking, and what precedes a compaction
     for i, message in enumerate(body.get("messages") or []):
         content = message.get("content")
         opened = False  # the first block kept opens the message (a stripped one does not)

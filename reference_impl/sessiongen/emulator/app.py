@@ -68,6 +68,7 @@ class ConfigUpdate(BaseModel):
     openai_extended_ttl: float | None = Field(default=None, gt=0)
     openai_extended_max: float | None = Field(default=None, gt=0)
     gemini_implicit_ttl: float | None = Field(default=None, gt=0)
+    framing: bool | None = None
 
 
 class HoldUpdate(BaseModel):
@@ -132,9 +133,13 @@ async def _handle(
         if not arrival.parsed:
             raise invalid_request("There was an error parsing the body as JSON")
         if path == COUNT_TOKENS_PATH:
-            _, prepared = validate_count_tokens(body, tool_prompt=state.tool_prompt)
+            _, prepared = validate_count_tokens(
+                body, tool_prompt=state.tool_prompt, framing=state.framing
+            )
         else:
-            _, prepared = validate_messages(body, tool_prompt=state.tool_prompt)
+            _, prepared = validate_messages(
+                body, tool_prompt=state.tool_prompt, framing=state.framing
+            )
     except APIError as exc:
         record(exc.status, None)
         return _error_response(exc.status, request_id, exc.message, exc.error_type)
@@ -297,6 +302,8 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         }
         if lifetimes:
             emulator.set_lifetimes(**lifetimes)
+        if update.framing is not None:
+            emulator.framing = update.framing
         return emulator.config()
 
     @app.get("/_emulator/cache")

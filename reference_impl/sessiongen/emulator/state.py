@@ -189,7 +189,8 @@ class EmulatorState:
         *,
         ttft: float = 0.0,
         linger: float = 0.0,
-        tool_prompt: bool = False,
+        tool_prompt: bool = True,
+        framing: bool = True,
         clock: VirtualClock | None = None,
         log_capacity: int | None = DEFAULT_LOG_CAPACITY,
         lifetimes: Mapping[str, float] | None = None,
@@ -209,11 +210,17 @@ class EmulatorState:
         self.ttft = ttft  # virtual seconds from a request's start to its response start
         self._default_ttft = ttft
         # Count the tool-use system prompt (the catalog's per-model figure) into the input of
-        # a request with tools. Off by default: the engine's own counter leaves it out.
+        # a request with tools, as the API bills it. On by default, like the engine's counter
+        # (`tokens.count_request_tokens`); the admin config can turn it off.
         self.tool_prompt = tool_prompt
         self._default_tool_prompt = tool_prompt
         self._default_lifetimes = self._checked_lifetimes(dict(LIFETIME_DEFAULTS), lifetimes or {})
         self.lifetimes: dict[str, float] = dict(self._default_lifetimes)
+        # Count each provider's template framing (per message, tool, tool call, format) into
+        # the input, as the APIs bill it (`tokens.model_positions`). On by default; off, a
+        # prompt costs its bare byte-based count ("4 bytes a token").
+        self.framing = framing
+        self._default_framing = framing
         self._lock = threading.RLock()
         self._log: deque[_Logged] = deque()  # by arrival
         self._dropped = 0  # entries dropped for capacity since the last reset
@@ -385,6 +392,7 @@ class EmulatorState:
                 "ttft": self.ttft,
                 "linger": self.linger,
                 "tool_prompt": self.tool_prompt,
+                "framing": self.framing,
                 **self.lifetimes,
             }
 
@@ -428,6 +436,7 @@ class EmulatorState:
             self.set_linger(self._default_linger)
             self.tool_prompt = self._default_tool_prompt
             self.lifetimes = dict(self._default_lifetimes)
+            self.framing = self._default_framing
             self.cache.clear()
             self._log.clear()
             self._dropped = 0

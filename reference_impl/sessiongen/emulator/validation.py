@@ -10,7 +10,12 @@ from typing import Any
 from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
 from ..cache.catalog import UnknownModel, get_model
 from ..cache.prefix import is_server_tool_result
-from ..tokens import model_positions
+from ..tokens import (
+    compaction_trigger,
+    forced_server_tool,
+    model_positions,
+    server_tool_refusal,
+)
 from .errors import APIError, invalid_request
 
 PREFILL_MESSAGE = (
@@ -297,12 +302,17 @@ def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
 
 
 def for_model(
-    prepared: PreparedRequest, body: Mapping[str, Any], *, tool_prompt: bool = False
+    prepared: PreparedRequest,
+    body: Mapping[str, Any],
+    *,
+    tool_prompt: bool = True,
+    framing: bool = True,
 ) -> PreparedRequest:
     """`prepared` with each position counted as its model counts it (`model_positions`: the
     tokenizer family's multiplier; with `tool_prompt`, the tool-use system prompt), prefix
     sums redone."""
-    counts = model_positions([b.tokens for b in prepared.blocks], body, tool_prompt=tool_prompt)
+    raw = [b.tokens for b in prepared.blocks]
+    counts = model_positions(raw, body, tool_prompt=tool_prompt, framing=framing)
     blocks = []
     total = 0
     for block, tokens in zip(prepared.blocks, counts, strict=True):
@@ -311,19 +321,36 @@ def for_model(
     return replace(prepared, blocks=tuple(blocks))
 
 
-def _prepare(body: Mapping[str, Any], info: ModelInfo, tool_prompt: bool) -> PreparedRequest:
+def _prepare(
+    body: Mapping[str, Any], info: ModelInfo, tool_prompt: bool, framing: bool = True
+) -> PreparedRequest:
     try:
-        prepared = for_model(flatten_request(body), body, tool_prompt=tool_prompt)
+        prepared = for_model(flatten_request(body), body, tool_prompt=tool_prompt, framing=framing)
     except CacheControlError as exc:
         raise invalid_request(str(exc)) from None
     if prepared.total_tokens > info.context_window:
         raise invalid_request(
             f"prompt is too long: {prepared.total_tokens} tokens > {info.context_window} maximum"
         )
+    forced = forced_server_tool(body)
+    if forced is not None:
+        raise invalid_request(server_tool_refusal(forced))
+    trigger = compaction_trigger(body)
+    if trigger is not None and prepared.total_tokens >= trigger:
+        # The API would summarise the conversation in an extra sampling step and bill that;
+        # the emulator does not: a typed refusal instead of a silently different bill.
+        raise invalid_request(
+            f"compaction is not modelled by the emulator: this request's {prepared.total_tokens} "
+            f"input tokens reach its compaction trigger ({trigger}), where the API would "
+            "summarise the conversation; a compaction block already in `messages` is modelled "
+            "(the blocks before it are dropped)"
+        )
     return prepared
 
 
-def validate_messages(body: Any, *, tool_prompt: bool = False) -> tuple[ModelInfo, PreparedRequest]:
+def validate_messages(
+    body: Any, *, tool_prompt: bool = True, framing: bool = True
+) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages` body; returns the model facts and the flattened request, or
     raises `APIError` (400 invalid_request_error, 404 not_found_error for an unknown model)."""
     if not isinstance(body, Mapping):
@@ -368,11 +395,11 @@ def validate_messages(body: Any, *, tool_prompt: bool = False) -> tuple[ModelInf
         raise invalid_request(PREFILL_MESSAGE)
     check_system_messages(messages, info)
     check_tool_pairing(messages)
-    return info, _prepare(body, info, tool_prompt)
+    return info, _prepare(body, info, tool_prompt, framing)
 
 
 def validate_count_tokens(
-    body: Any, *, tool_prompt: bool = False
+    body: Any, *, tool_prompt: bool = True, framing: bool = True
 ) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages/count_tokens` body (no max_tokens, no pairing of a trailing
     assistant turn beyond the message rules)."""
@@ -382,4 +409,4 @@ def validate_count_tokens(
     info = _model(body)
     check_system_messages(body["messages"], info)
     check_tool_pairing(body["messages"])
-    return info, _prepare(body, info, tool_prompt)
+    return info, _prepare(body, info, tool_prompt, framing)

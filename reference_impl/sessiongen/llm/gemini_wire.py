@@ -38,12 +38,51 @@ from .wire_view import BlockKind, WireBlock, WireView, choice_or_default, split_
 __all__ = [
     "ERROR_STATUSES",
     "FINISH_REASONS",
+    "camel_case_body",
     "decode_signature",
     "encode_signature",
     "lower_request",
     "usage_from_gemini",
     "wire_view",
 ]
+
+# Values whose keys are the caller's data (function arguments and results, JSON schemas,
+# labels), so `camel_case_body` leaves their insides as they are.
+_OPAQUE_KEYS = frozenset(
+    {
+        "args",
+        "response",
+        "parameters",
+        "parametersJsonSchema",
+        "responseSchema",
+        "responseJsonSchema",
+        "labels",
+        "metadata",
+    }
+)
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def camel_case_body(value: Any) -> Any:
+    """A generateContent body with its snake_case field names (the Vertex AI and
+    `google-genai` spelling, `function_call`, `inline_data`, `mime_type`, `system_instruction`,
+    `parameters_json_schema`, ...) in the camelCase the Gemini API documents: the API's JSON
+    mapping accepts both (proto3 JSON: "parsers accept both the lowerCamelCase name and the
+    original proto field name"). Arguments, results and schemas keep their own keys."""
+    if isinstance(value, list):
+        return [camel_case_body(item) for item in value]
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _camel(key) if isinstance(key, str) and "_" in key else key
+        out[name] = item if name in _OPAQUE_KEYS else camel_case_body(item)
+    return out
+
 
 # ai.google.dev/gemini-api/docs/troubleshooting: the HTTP code and the `error.status` string the
 # backend sends with it, in `{"error": {"code", "message", "status"}}`. 401 UNAUTHENTICATED is

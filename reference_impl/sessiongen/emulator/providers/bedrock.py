@@ -12,6 +12,7 @@ same responder and script queue; usage is spelled as Converse's `TokenUsage`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import struct
 import zlib
@@ -97,10 +98,43 @@ def _one_key(block: Any, path: str, allowed: frozenset[str]) -> tuple[str, Any]:
     return key, block[key]
 
 
+_IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"}
+
+
+def _media_block(key: str, value: Any, path: str) -> dict[str, Any]:
+    """The Messages block of a Converse `image` or `document` (bytes sources; the JSON wire
+    carries the bytes base64-encoded): what the token counter reads their size from."""
+    if not isinstance(value, Mapping):
+        raise _invalid(f"{path}.{key}: expected an object")
+    fmt = str(value.get("format", ""))
+    source = value.get("source")
+    data = source.get("bytes") if isinstance(source, Mapping) else None
+    if not isinstance(data, str):
+        # UNCONFIRMED message: an s3Location source is not served by this emulator.
+        raise _invalid(f"{path}.{key}.source: only bytes sources are supported by this emulator")
+    if key == "image":
+        if fmt not in _IMAGE_TYPES:
+            raise _invalid(f"{path}.image.format: Member must satisfy enum value set")
+        media = {"type": "base64", "media_type": _IMAGE_TYPES[fmt], "data": data}
+        return {"type": "image", "source": media}
+    if fmt == "pdf":
+        media = {"type": "base64", "media_type": "application/pdf", "data": data}
+        return {"type": "document", "source": media}
+    text = base64.b64decode(data + "=" * (-len(data) % 4)).decode("utf-8", "replace")
+    return {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": text},
+    }
+
+
 def _tool_result_content(result: Mapping[str, Any], path: str) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
+    allowed = frozenset({"text", "json", "image", "document"})
     for k, item in enumerate(result.get("content") or []):
-        key, value = _one_key(item, f"{path}.content.{k}", frozenset({"text", "json"}))
+        key, value = _one_key(item, f"{path}.content.{k}", allowed)
+        if key in ("image", "document"):
+            parts.append(_media_block(key, value, f"{path}.content.{k}"))
+            continue
         text = value if key == "text" else json.dumps(value, separators=(",", ":"))
         parts.append({"type": "text", "text": str(text)})
     return parts
@@ -133,6 +167,8 @@ def _content(block: Any, path: str, out: list[dict[str, Any]], target: str, one_
             result["is_error"] = True
         out.append(result)
         return True
+    elif key in ("image", "document"):
+        out.append(_media_block(key, value, path))
     elif key == "reasoningContent":
         text = (value.get("reasoningText") or {}) if isinstance(value, Mapping) else {}
         out.append(
@@ -379,7 +415,9 @@ async def handle(state: EmulatorState, request: Request, model_id: str, stream: 
         try:
             # Claude on Bedrock is the same model: the tool-use system prompt counts alike
             # when the emulator is set to count it (UNCONFIRMED for Bedrock).
-            _, prepared = validate_messages(messages_body, tool_prompt=state.tool_prompt)
+            _, prepared = validate_messages(
+                messages_body, tool_prompt=state.tool_prompt, framing=state.framing
+            )
         except APIError as exc:
             raise ConverseError(exc.status, exc.message) from None
     except ConverseError as exc:

@@ -40,13 +40,8 @@ from starlette.types import Receive, Scope, Send
 
 from ...cache import FlatBlock, ImplicitRule
 from ...cache.catalog import ModelInfo, UnknownModel, get_model
-from ...llm.gemini_wire import ERROR_STATUSES
-from ...tokens import (
-    canonical_json,
-    count_content_tokens,
-    count_json_tokens,
-    count_tool_definition_tokens,
-)
+from ...llm.gemini_wire import ERROR_STATUSES, camel_case_body
+from ...tokens import canonical_json, gemini_positions
 from ..intake import Arrival
 from ..responder import THINKING_SIGNATURE, build_reply
 from ..state import EmulatorState, FaultSpec
@@ -200,33 +195,18 @@ def _validate(body: Any, info: ModelInfo) -> tuple[list[Mapping[str, Any]], dict
 # --- the prefix: positions, tokens, hashes -------------------------------------------------
 
 
-def _part_tokens(part: Mapping[str, Any]) -> int:
-    """One part counted as the Anthropic block it corresponds to (the one counter), so a
-    request costs the same on both wires: text, tool_use, tool_result."""
-    if "text" in part:
-        return count_content_tokens({"type": "text", "text": str(part["text"])})
-    if "functionCall" in part:
-        call = part["functionCall"]
-        block = {"type": "tool_use", "name": call["name"], "input": dict(call.get("args") or {})}
-        return count_content_tokens(block)
-    if "functionResponse" in part:
-        response = part["functionResponse"].get("response") or {}
-        values = list(response.values()) if isinstance(response, Mapping) else []
-        if len(values) == 1 and isinstance(values[0], str):
-            text = values[0]  # {"output": text} or {"error": text}
-        else:
-            text = canonical_json(response)
-        return count_content_tokens({"type": "tool_result", "content": text})
-    return count_json_tokens(dict(part))
-
-
 def _hashed(part: Mapping[str, Any]) -> dict[str, Any]:
     # A thought signature is opaque state, not prompt text: it is left out of the prefix
     # (UNCONFIRMED), so a replayed turn hashes the same with or without it.
     return {k: v for k, v in part.items() if k not in ("thoughtSignature",)}
 
 
-def flatten(body: Mapping[str, Any], declarations: list[Mapping[str, Any]]) -> list[FlatBlock]:
+def flatten(
+    body: Mapping[str, Any],
+    declarations: list[Mapping[str, Any]],
+    model: str = "",
+    framing: bool = True,
+) -> list[FlatBlock]:
     """`(prefix_hash, tokens, breakpoint)` per position, for `CacheStore.apply`.
 
     Positions (UNCONFIRMED, the docs say only "prefix"): one per function declaration, one
@@ -238,23 +218,20 @@ def flatten(body: Mapping[str, Any], declarations: list[Mapping[str, Any]]) -> l
     """
     rows: list[FlatBlock] = []
     h = GENESIS
+    # Counted by the one counter, one count per position (`framing`: the emulator's setting).
+    counts = iter(gemini_positions(body, declarations, model, framing=framing))
 
-    def add(payload: Mapping[str, Any], tokens: int) -> None:
+    def add(payload: Mapping[str, Any]) -> None:
         nonlocal h
+        tokens = next(counts)
         h = hashlib.sha256(f"{h}\x1f{canonical_json(payload)}".encode()).hexdigest()
         rows.append(FlatBlock(h, tokens, None))
 
     for decl in declarations:
-        schema = decl.get("parametersJsonSchema") or decl.get("parameters") or {}
-        tool = {
-            "name": decl["name"],
-            "description": decl.get("description") or "",
-            "input_schema": schema,
-        }
-        add({"section": "tools", "block": decl}, count_tool_definition_tokens(tool))
+        add({"section": "tools", "block": decl})
     system = (body.get("systemInstruction") or {}).get("parts") or []
     for part in system:
-        add({"section": "system", "block": _hashed(part)}, _part_tokens(part))
+        add({"section": "system", "block": _hashed(part)})
     for content in body["contents"]:
         for j, part in enumerate(content["parts"]):
             payload = {
@@ -263,7 +240,7 @@ def flatten(body: Mapping[str, Any], declarations: list[Mapping[str, Any]]) -> l
                 "opens": j == 0,
                 "block": _hashed(part),
             }
-            add(payload, _part_tokens(part))
+            add(payload)
     return rows
 
 
@@ -445,6 +422,7 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
             raise GeminiError(404, f"Method {method!r} is not served by this emulator.")
         if not arrival.parsed:
             raise _invalid("Invalid JSON payload received.")
+        body = camel_case_body(body)  # Vertex-style snake_case field names are accepted too
         info = _model(model)
         cached = _cached_for(state, body, info, started_at)
         effective: Any = body
@@ -454,7 +432,7 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
             effective = {k: v for k, v in body.items() if k != "cachedContent"}
             effective.update(cached.fields, contents=[*cached.contents, *body["contents"]])
         declarations, calling, max_tokens = _validate(effective, info)
-        blocks = flatten(effective, declarations)
+        blocks = flatten(effective, declarations, info.id, state.framing)
         total = sum(tokens for _, tokens, _ in blocks)
         if total > info.context_window:
             raise _invalid(
@@ -631,6 +609,7 @@ def _cached_for(
 def create_cached_content(state: EmulatorState, body: Any, now: float) -> CachedContent:
     if not isinstance(body, Mapping):
         raise _invalid("Invalid JSON payload received.")
+    body = camel_case_body(body)
     model = str(body.get("model", "")).removeprefix("models/")
     info = _model(model)
     fields = {k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body}
@@ -638,7 +617,7 @@ def create_cached_content(state: EmulatorState, body: Any, now: float) -> Cached
     if contents:
         _check_contents(contents)
     declarations = _declarations(body)
-    rows = flatten({**fields, "contents": contents}, declarations)
+    rows = flatten({**fields, "contents": contents}, declarations, info.id, state.framing)
     tokens = sum(row.tokens for row in rows)
     if tokens < info.min_cacheable_tokens:
         raise _invalid(

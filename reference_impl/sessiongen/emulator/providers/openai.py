@@ -42,7 +42,10 @@ from ...tokens import (
     canonical_json,
     count_text_tokens,
     count_tool_call_tokens,
-    count_tool_tokens,
+    forced_server_tool,
+    openai_chat_positions,
+    openai_responses_positions,
+    server_tool_refusal,
 )
 from ..intake import Arrival
 from ..responder import allowed_reply, default_text, fit
@@ -113,31 +116,12 @@ def _text_of(content: Any) -> str:
     raise OpenAIError(400, "Invalid type for 'content': expected a string or an array.")
 
 
-def _arguments(raw: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_raw": raw}
-
-
-def _chat_positions(body: Mapping[str, Any]) -> list[tuple[Any, int]]:
-    positions: list[tuple[Any, int]] = []
-    for tool in body.get("tools") or []:
-        fn = tool.get("function") or {}
-        tokens = count_tool_tokens(
-            str(fn.get("name", "")), str(fn.get("description") or ""), fn.get("parameters") or {}
-        )
-        positions.append((tool, tokens))
+def _chat_positions(body: Mapping[str, Any], framing: bool = True) -> list[tuple[Any, int]]:
+    # Counted by the one counter (`tokens.openai_chat_positions`), one count per position.
+    positions: list[Any] = [*(body.get("tools") or []), *body["messages"]]
     for message in body["messages"]:
-        tokens = count_text_tokens(_text_of(message.get("content")))
-        for call in message.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            tokens += count_tool_call_tokens(
-                str(fn.get("name", "")), _arguments(fn.get("arguments"))
-            )
-        positions.append((message, tokens))
-    return positions
+        _text_of(message.get("content"))  # the 400 for a content of the wrong type
+    return list(zip(positions, openai_chat_positions(body, framing=framing), strict=True))
 
 
 def _responses_input(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -149,33 +133,15 @@ def _responses_input(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(item) for item in raw]
 
 
-def _responses_positions(body: Mapping[str, Any]) -> list[tuple[Any, int]]:
-    positions: list[tuple[Any, int]] = []
-    for tool in body.get("tools") or []:
-        tokens = count_tool_tokens(
-            str(tool.get("name", "")),
-            str(tool.get("description") or ""),
-            tool.get("parameters") or {},
-        )
-        positions.append((tool, tokens))
+def _responses_positions(body: Mapping[str, Any], framing: bool = True) -> list[tuple[Any, int]]:
+    # Counted by the one counter (`tokens.openai_responses_positions`), one per position.
+    positions: list[Any] = list(body.get("tools") or [])
     if body.get("instructions"):
-        instructions = str(body["instructions"])
-        positions.append(({"instructions": instructions}, count_text_tokens(instructions)))
-    for item in _responses_input(body):
-        kind = item.get("type", "message")
-        if kind == "function_call":
-            tokens = count_tool_call_tokens(
-                str(item.get("name", "")), _arguments(item.get("arguments"))
-            )
-        elif kind == "function_call_output":
-            tokens = count_text_tokens(_text_of(item.get("output")))
-        elif kind == "reasoning":
-            tokens = count_text_tokens(_text_of(item.get("summary")))
-        else:
-            tokens = count_text_tokens(_text_of(item.get("content")))
-        # Item ids are server bookkeeping, not prompt text (UNCONFIRMED).
-        positions.append(({k: v for k, v in item.items() if k != "id"}, tokens))
-    return positions
+        positions.append({"instructions": str(body["instructions"])})
+    # Item ids are server bookkeeping, not prompt text (UNCONFIRMED).
+    positions += [{k: v for k, v in item.items() if k != "id"} for item in _responses_input(body)]
+    counts = openai_responses_positions(body, framing=framing)
+    return list(zip(positions, counts, strict=True))
 
 
 def _settings(body: Mapping[str, Any], path: str) -> dict[str, Any]:
@@ -236,9 +202,15 @@ def implicit_rule(state: EmulatorState, info: ModelInfo, kept: str) -> ImplicitR
     )
 
 
-def flatten(body: Mapping[str, Any], path: str) -> tuple[list[FlatBlock], int]:
-    """The store's blocks `(prefix_hash, tokens, None)` for a request, and its total."""
-    positions = _chat_positions(body) if path == CHAT_PATH else _responses_positions(body)
+def flatten(
+    body: Mapping[str, Any], path: str, framing: bool = True
+) -> tuple[list[FlatBlock], int]:
+    """The store's blocks `(prefix_hash, tokens, None)` for a request, and its total
+    (`framing`: the emulator's setting, `EmulatorState.framing`)."""
+    if path == CHAT_PATH:
+        positions = _chat_positions(body, framing)
+    else:
+        positions = _responses_positions(body, framing)
     h = hashlib.sha256(canonical_json(_settings(body, path)).encode()).hexdigest()
     blocks: list[FlatBlock] = []
     for item, tokens in positions:
@@ -275,6 +247,9 @@ def _validate_common(body: Any) -> ModelInfo:
             "specified.",
             param="tool_choice",
         )
+    forced = forced_server_tool(body)
+    if forced is not None:  # counting: a hosted tool's results would be input, not modelled
+        raise OpenAIError(400, server_tool_refusal(forced), param="tool_choice")
     return info
 
 
@@ -373,7 +348,7 @@ class _Outcome:
         if path == CHAT_PATH:
             _validate_chat(body)
         rule = implicit_rule(state, info, retention(body, info))
-        blocks, total = flatten(body, path)
+        blocks, total = flatten(body, path, state.framing)
         namespace = f"openai:{info.id}:{body.get('prompt_cache_key') or ''}"
         result = state.cache.apply_implicit(
             blocks,

@@ -1,0 +1,144 @@
+"""Fit the counter's calibrated framing constants (`cache/tokens.json`) on the fitting part
+of the recorded set (`benchmarks/data/token_recordings.jsonl`; the held-back cassettes of
+`token_accuracy.held_back` are never looked at).
+
+Coordinate descent: for each provider's constants in turn, try every candidate value and
+keep the one that lowers the mean absolute relative error of that provider's fitting
+requests (Bedrock's rows count for the Anthropic constants: Converse lowers to Messages),
+replayed through the emulator's endpoints as `token_accuracy.py` replays them. Three rounds.
+
+Run: uv run python benchmarks/fit_token_constants.py [--write]
+(prints the fitted constants and the fitting-part error; `--write` stores them in
+`reference_impl/sessiongen/cache/tokens.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import token_accuracy as ta
+from fastapi.testclient import TestClient
+from sessiongen.emulator import EmulatorState, create_app
+from sessiongen.tokens import token_facts
+
+FACTS_FILE = (
+    Path(__file__).resolve().parents[1] / "reference_impl" / "sessiongen" / "cache" / "tokens.json"
+)
+INTS = [float(v) for v in range(16)]
+SCALES = [0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0]
+# section -> constant -> candidate values; the groups whose rows judge that section
+SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
+    "anthropic": (
+        ("anthropic", "bedrock"),
+        {
+            "message": INTS,
+            "system": INTS,
+            "tool": [float(v) for v in range(0, 61, 3)],
+            "tool_use": INTS,
+            "tool_result": INTS,
+            "id_chars_per_token": [1.5, 2.0, 2.5, 3.0, 4.0],
+        },
+    ),
+    # Responses renders function tools as Chat does: its `tools` and `tool` are Chat's (the
+    # Responses rows disagree among themselves on strict tools). OpenAI's own figures are
+    # kept, not fitted: "every message follows
+    # <|start|>{role/name}\n{content}<|end|>\n" (3 tokens, 1 more for a name) and "every reply
+    # is primed with <|start|>assistant<|message|>" (3), openai-cookbook "How to count tokens
+    # with tiktoken"; likewise per Responses item.
+    "openai_chat": (
+        ("openai_chat",),
+        {
+            **{k: INTS for k in ("tools", "tool", "tool_call", "format")},
+            "format_scale": SCALES,
+        },
+    ),
+    "openai_responses": (
+        ("openai_responses",),
+        {
+            k: INTS
+            for k in (
+                "function_call",
+                "function_call_output",
+                "format",
+            )
+        }
+        | {"format_scale": SCALES},
+    ),
+    "gemini": (
+        ("gemini",),
+        {
+            "request": INTS,
+            "content": INTS,
+            "text_scale": [0.7, 0.75, 0.8, 0.85, 0.9, 1.0],
+            "declarations": [float(v) for v in range(0, 31, 2)],
+            "declaration": INTS,
+            "schema_scale": SCALES,
+            "function_call": INTS,
+            "function_response": INTS,
+            "signature_tokens_per_byte": [0.2, 0.25, 0.28, 0.3, 0.33, 0.36, 0.4],
+            "signature_offset_bytes": [0.0, 50.0, 80.0, 100.0, 120.0, 150.0, 200.0],
+        },
+    ),
+}
+
+
+def _group(record: dict[str, Any]) -> str:
+    if record["provider"] == "openai":
+        return f"openai_{record['endpoint'].split('.')[0]}"
+    return str(record["provider"])
+
+
+def _error(client: TestClient, records: list[dict[str, Any]]) -> float:
+    errors = []
+    for record in records:
+        model = ta._served_model(str(record["model"]))
+        if model is None:
+            continue
+        _, emulated = ta._replay(client, record, model)
+        real = int(record["prompt_tokens"])
+        errors.append(1.0 if emulated is None else abs(emulated - real) / real)
+    return statistics.fmean(errors) if errors else 0.0
+
+
+def fit(rounds: int = 3) -> dict[str, dict[str, float]]:
+    records = [r for r in ta.load() if not ta.held_back(r)]
+    facts = token_facts()  # the cached dict the counter reads: changed in place here
+    fitted: dict[str, dict[str, float]] = {}
+    with ta._unretired(), TestClient(create_app(EmulatorState())) as client:
+        for section, (groups, space) in SEARCH.items():
+            rows = [r for r in records if _group(r) in groups]
+            for _ in range(rounds):
+                for key, candidates in space.items():
+                    best = (float("inf"), facts[section][key])
+                    for value in candidates:
+                        facts[section][key] = int(value) if value.is_integer() else value
+                        best = min(best, (_error(client, rows), facts[section][key]))
+                    facts[section][key] = best[1]
+            fitted[section] = {k: facts[section][k] for k in space}
+            print(f"{section}: mean error {_error(client, rows) * 100:.1f}% on {len(rows)} rows")
+            print("   ", json.dumps(fitted[section]))
+    return fitted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--write", action="store_true", help="store them in tokens.json")
+    args = parser.parse_args()
+    fitted = fit()
+    if args.write:
+        data = json.loads(FACTS_FILE.read_text(encoding="utf-8"))
+        for section, values in fitted.items():
+            data[section].update(values)
+        FACTS_FILE.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        print(f"written to {FACTS_FILE}")
+
+
+if __name__ == "__main__":
+    main()

@@ -36,7 +36,7 @@ import httpx
 
 from .cache import get_model, list_models, price
 from .llm.types import Usage
-from .tokens import count_text_tokens
+from .tokens import count_text_tokens, text_scale
 
 Provider = Literal["anthropic", "bedrock", "openai", "gemini"]
 PROVIDERS: tuple[Provider, ...] = ("anthropic", "bedrock", "openai", "gemini")
@@ -180,12 +180,12 @@ def prefix_text(run_id: str, probe: str, number: int, tokens: int) -> str:
 
 
 def prefix_tokens(model: str, target: float | None = None) -> int:
-    """The prefix length, in the byte counter's tokens, whose emulator count (times the
-    model's tokenizer multiplier) is `target`: by default just over the model's minimum."""
+    """The prefix length, in the byte counter's tokens, whose billed count on `model` (the
+    one counter's `text_scale`) is `target`: by default just over the model's minimum."""
     info = get_model(model)
     if target is None:
         target = info.min_cacheable_tokens * PREFIX_MARGIN
-    return int(target / info.token_multiplier) + 1
+    return int(target / text_scale(model)) + 1
 
 
 # --- models and cost -----------------------------------------------------------------------

@@ -194,6 +194,18 @@ _FRAMING_KEYS = frozenset(
 )
 
 
+def text_scale(model: str) -> float:
+    """How many billed tokens one byte-counter token of plain prompt text makes on `model`:
+    its tokenizer family's multiplier times its provider's calibrated text scale (Gemini's;
+    1 elsewhere). For sizing a text to a token count, as the emulator will bill it."""
+    from .cache.catalog import get_model  # the cache package imports this one
+
+    info = get_model(model)
+    provider = "gemini" if info.provider == "gemini" else None
+    scale = float(_facts(provider, True).get("text_scale", 1.0)) if provider else 1.0
+    return info.token_multiplier * scale
+
+
 def _per(chars: int, chars_per_token: float) -> int:
     return math.ceil(chars / chars_per_token) if chars > 0 else 0
 

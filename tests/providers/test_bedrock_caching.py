@@ -37,7 +37,8 @@ def filler(tokens: int, tag: str) -> str:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[BackgroundServer]:
-    with BackgroundServer() as background:
+    # The bare byte-based count: these tests size prompts by it, to the token.
+    with BackgroundServer(EmulatorState(framing=False)) as background:
         yield background
 
 

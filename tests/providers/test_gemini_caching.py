@@ -41,7 +41,7 @@ class Emulated:
 
 @pytest.fixture
 async def emulated() -> AsyncIterator[Emulated]:
-    state = EmulatorState()
+    state = EmulatorState(framing=False)  # the bare byte-based count these tests size by
     transport = httpx.ASGITransport(app=create_app(state))
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
         options = types.HttpOptions(

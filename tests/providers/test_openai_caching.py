@@ -32,7 +32,7 @@ IN_MEMORY_ONLY = ("gpt-4o", "gpt-4.1-mini", "gpt-5-mini")
 
 @pytest.fixture
 async def emulator() -> AsyncIterator[tuple[EmulatorState, AsyncOpenAI]]:
-    state = EmulatorState()
+    state = EmulatorState(framing=False)  # the bare byte-based count these tests size by
     transport = httpx2.ASGITransport(app=create_app(state))
     http = httpx2.AsyncClient(transport=transport)
     client = AsyncOpenAI(api_key="test", base_url=BASE, http_client=http, max_retries=0)

@@ -108,9 +108,10 @@ class Calibration:
         t = self.total
         return (
             f"calibration ({t.requests:,} requests with recorded usage): predicted / real "
-            f"cache reads {t.read_ratio:.3f}, cache writes {t.write_ratio:.3f}, uncached "
-            f"input {t.input_ratio:.3f}, prompt cost {t.cost_ratio:.3f}; median error per "
-            f"request: reads {t.read_error:.1%}, writes {t.write_error:.1%} of the prompt"
+            f"cache reads {t.read_ratio:.3f}, cache writes {t.write_ratio:.3f}, prompt cost "
+            f"{t.cost_ratio:.3f}; uncached input {t.predicted_input_tokens:,} predicted, "
+            f"{t.real_input_tokens:,} real tokens; median error per request: reads "
+            f"{t.read_error:.1%}, writes {t.write_error:.1%} of the prompt"
         )
 
 

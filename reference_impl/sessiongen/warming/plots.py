@@ -176,7 +176,7 @@ def cost_vs_interval(
 def calibration(rows: Sequence[CalibrationRow], *, title: str | None = None) -> Figure:
     """Predicted against real tokens per recorded request, cache reads and cache writes side
     by side, on symmetric log axes (a request that read or wrote nothing sits at 0) with the
-    line of exact agreement."""
+    line of exact agreement; each title counts the requests within 1% of their prompt."""
     if not rows:
         raise ValueError("no calibration rows to draw")
     figure, single = _figure(9.0, 4.2)
@@ -194,6 +194,7 @@ def calibration(rows: Sequence[CalibrationRow], *, title: str | None = None) -> 
             [(r.real_cache_write_tokens, r.predicted_cache_write_tokens) for r in rows],
         ),
     )
+    prompts = [r.prompt_tokens for r in rows]
     for axes, label, points in panels:
         real = [p[0] for p in points]
         predicted = [p[1] for p in points]
@@ -204,8 +205,8 @@ def calibration(rows: Sequence[CalibrationRow], *, title: str | None = None) -> 
         axes.set_yscale("symlog", linthresh=100)
         axes.set_xlim(0, top)
         axes.set_ylim(0, top)
-        exact = sum(1 for r, p in points if r == p)
-        axes.set_title(f"{label}: {exact} of {len(points)} exact")
+        close = sum(1 for (r, p), n in zip(points, prompts, strict=True) if abs(p - r) <= n / 100)
+        axes.set_title(f"{label}: {close} of {len(points)} within 1% of the prompt")
         axes.set_xlabel("real tokens (the provider's usage)")
         axes.set_ylabel("predicted tokens (replay as recorded)")
         axes.legend(loc="upper left")

@@ -17,6 +17,7 @@ from sessiongen.warming import policies
 from sessiongen.warming.mooncake import align_to_prompts
 from sessiongen.warming.policies import Decision, History
 from sessiongen.warming.replay import (
+    ReplayResult,
     prepare,
     replay,
     replay_through_client,
@@ -102,6 +103,22 @@ class Emulator:
         body = {"responses": [{"text": "ok", "output_tokens": tokens}]}
         (await self.admin.post("/_emulator/script", json=body)).raise_for_status()
 
+    async def both(
+        self, trace: Trace, policy: policies.Policy
+    ) -> tuple[ReplayResult, ReplayResult]:
+        """The in-memory replay and the same replay sent through the SDK to this emulator,
+        usage kept."""
+        fast = replay(trace, policy, model=MODEL, keep_usage=True)
+        sdk = await replay_through_client(
+            trace,
+            policy,
+            self.client,
+            set_clock=self.set_clock,
+            script_output=self.script_output,
+            model=MODEL,
+        )
+        return fast, sdk
+
 
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
@@ -121,15 +138,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 async def test_replay_matches_the_emulator_over_the_sdk(emulator: Emulator, rewrite: bool) -> None:
     trace, decisions = hand_trace()
     policy = Table(decisions, rewrite=rewrite)
-    fast = replay(trace, policy, model=MODEL, keep_usage=True)
-    sdk = await replay_through_client(
-        trace,
-        policy,
-        emulator.client,
-        set_clock=emulator.set_clock,
-        script_output=emulator.script_output,
-        model=MODEL,
-    )
+    fast, sdk = await emulator.both(trace, policy)
     assert fast.usages is not None and sdk.usages is not None
     assert len(fast.usages) == len(trace.requests) == 20
     for i, (mine, theirs) in enumerate(zip(fast.usages, sdk.usages, strict=True)):
@@ -162,15 +171,7 @@ async def test_policies_see_the_same_usage_over_the_sdk(emulator: Emulator, name
     """A policy reads only usage, so over the SDK it makes the same decisions."""
     trace, _ = hand_trace()
     policy = {p.name: p for p in policies.reference_policies(MODEL)}[name]
-    fast = replay(trace, policy, model=MODEL, keep_usage=True)
-    sdk = await replay_through_client(
-        trace,
-        policy,
-        emulator.client,
-        set_clock=emulator.set_clock,
-        script_output=emulator.script_output,
-        model=MODEL,
-    )
+    fast, sdk = await emulator.both(trace, policy)
     assert fast == sdk
 
 
@@ -448,15 +449,7 @@ async def test_client_breakpoints_replay_as_the_emulator_bills_them(emulator: Em
     request, and a last-block-only replay reads nothing there."""
     trace, decisions = marked_trace()
     policy = Table(decisions, rewrite=False)
-    fast = replay(trace, policy, model=MODEL, keep_usage=True)
-    sdk = await replay_through_client(
-        trace,
-        policy,
-        emulator.client,
-        set_clock=emulator.set_clock,
-        script_output=emulator.script_output,
-        model=MODEL,
-    )
+    fast, sdk = await emulator.both(trace, policy)
     assert fast == sdk
     assert fast.usages is not None
     first_y = next(i for i, r in enumerate(trace.requests) if r.session == "y")
@@ -530,13 +523,5 @@ async def test_a_real_log_replays_as_the_emulator_bills_it(emulator: Emulator) -
     trace = load_trace(real, "claude-code")
     assert trace.warm and prepare(trace).marked
     policy = policies.AsRecorded()
-    fast = replay(trace, policy, model=MODEL, keep_usage=True)
-    sdk = await replay_through_client(
-        trace,
-        policy,
-        emulator.client,
-        set_clock=emulator.set_clock,
-        script_output=emulator.script_output,
-        model=MODEL,
-    )
+    fast, sdk = await emulator.both(trace, policy)
     assert fast == sdk

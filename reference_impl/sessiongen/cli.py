@@ -191,7 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "answer that the session has no workspace)",
     )
 
-    emulator = commands.add_parser("emulator", help="serve the Anthropic-compatible emulator")
+    emulator = commands.add_parser(
+        "emulator",
+        help="serve the emulator (Anthropic, OpenAI, Bedrock and Gemini APIs), or probe one",
+    )
     emulator.add_argument(
         "--host",
         default="127.0.0.1",
@@ -561,6 +564,7 @@ def _warming_experiment(
 
     from ._progress import progress_bar
     from .warming.experiment import experiment_steps, run_warming_experiment
+    from .warming.formats import article
     from .warming.plots import PlotsUnavailable, require_matplotlib
 
     errors = Console(stderr=True)
@@ -589,7 +593,10 @@ def _warming_experiment(
     except PlotsUnavailable as exc:
         return _error(str(exc))
     except UnicodeDecodeError as exc:
-        return _error(f"cannot read {where} as a {format} trace: not UTF-8 text ({exc.reason})")
+        return _error(
+            f"cannot read {where} as {article(format)} {format} trace: not UTF-8 text "
+            f"({exc.reason})"
+        )
     except ValueError as exc:  # TraceFormatError names file:line; an empty trace says so
         return _error(str(exc))
     except OSError as exc:  # load_trace's own errors have a message, the system's a filename

@@ -90,3 +90,9 @@ def test_format_errors_are_value_errors_naming_file_and_line() -> None:
     assert isinstance(error, ValueError)
     assert str(error) == "trace.jsonl:7: bad"
     assert (error.line, error.problem) == (7, "bad")
+
+
+def test_a_directory_for_the_events_format_reads_an_events_trace(tmp_path: Path) -> None:
+    """The message says "an events trace", not "a events trace"."""
+    with pytest.raises(IsADirectoryError, match="an events trace is one file"):
+        load_trace(tmp_path, "events")

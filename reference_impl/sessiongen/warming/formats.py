@@ -24,6 +24,11 @@ _LOADERS: dict[TraceFormat, Callable[[Path, str | None], Trace]] = {
 _DIRECTORY_FORMATS = ("claude-code", "opencode")
 
 
+def article(word: str) -> str:
+    """ "a" or "an" before `word` (a format name: "an events trace", "a mooncake trace")."""
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def load_trace(path: str | Path, format: TraceFormat, name: str | None = None) -> Trace:
     """The trace in `path`, read as `format` (docs/traces.md describes each); named `name`,
     else after the file.
@@ -38,5 +43,7 @@ def load_trace(path: str | Path, format: TraceFormat, name: str | None = None) -
     if not path.exists():
         raise FileNotFoundError(f"no {format} trace at {path}: the path does not exist")
     if path.is_dir() and format not in _DIRECTORY_FORMATS:
-        raise IsADirectoryError(f"{path} is a directory; a {format} trace is one file")
+        raise IsADirectoryError(
+            f"{path} is a directory; {article(format)} {format} trace is one file"
+        )
     return _LOADERS[format](path, name)

@@ -75,6 +75,9 @@ def test_a_longer_first_read_is_a_second_shared_prefix(tmp_path: Path) -> None:
     b, c = trace.requests[1], trace.requests[2]
     assert b.block_tokens[:2] == (10000, 2000) and b.blocks[:2] == c.blocks[:2]
     assert b.breakpoints[:2] == (0, 1)
+    # Warm: a's agent prefix and b's longer one, each read first by a call of the log that
+    # no earlier call wrote; c reads what b's record already put there.
+    assert [(w.request, w.block) for w in trace.warm] == [(0, 0), (1, 1)]
     rows = calibrate(trace).rows
     assert [(r.real_cache_read_tokens, r.predicted_cache_read_tokens) for r in rows] == [
         (10000, 10000),
@@ -101,6 +104,7 @@ def test_an_edited_history_shares_only_what_was_read(tmp_path: Path) -> None:
         ),
         "claude-code",
     )
+    assert trace.warm == ()  # a's first call read nothing: it wrote the shared prefix
     rows = calibrate(trace).rows
     last = rows[-1]
     # Off by the 3 uncached tokens the earlier call sent after its breakpoint, which the

@@ -592,3 +592,21 @@ def test_a_warm_entry_goes_in_before_its_request_only() -> None:
     prepared = prepare(trace)
     assert not prepared.marked and prepared.warm
     assert prepared.single().warm == {}
+
+
+def test_the_optimum_row_replays_the_warm_prefixes_without_client_breakpoints() -> None:
+    """A trace with no client breakpoints but a warm prefix: the optimum plans with nothing
+    warm (x writes its prompt, its next request reads it), and its row replays that schedule
+    with the warm prefix, so x's first request reads it too."""
+    from sessiongen.warming.optimum import optimum
+    from sessiongen.warming.traces import WarmEntry
+
+    first = TraceRequest("x", 0.0, (0, 1), (1500, 500), 20)
+    second = TraceRequest("x", 60.0, (0, 1, 2), (1500, 500, 300), 20)
+    trace = Trace("warm_plain", (first, second), (WarmEntry(0, 1, "5m"),))
+    assert not prepare(trace).marked
+    best = optimum(trace, model=MODEL)
+    planned = optimum(prepare(trace).single(), model=MODEL)
+    assert planned.result.tokens.cache_read == 2000
+    assert best.decisions == planned.decisions
+    assert best.result.tokens.cache_read == 4000

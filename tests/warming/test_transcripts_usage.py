@@ -134,3 +134,25 @@ def test_a_short_read_after_the_ttl_is_an_expiry_not_an_edit(tmp_path: Path) -> 
     assert last.blocks[: len(trace.requests[1].blocks)] == trace.requests[1].blocks
     row = calibrate(trace).rows[-1]
     assert (row.real_cache_read_tokens, row.predicted_cache_read_tokens) == (10000, 10000)
+
+
+@pytest.mark.clause("SG-REPLAY-1")
+def test_a_short_read_at_exactly_the_ttl_is_still_an_edit(tmp_path: Path) -> None:
+    """An entry is alive through its TTL inclusive: a short read exactly 300 s after the
+    session's 5m call is an edited history (the prompt shares only the 10,000 tokens read),
+    and the replay reads what was billed instead of the whole previous prompt."""
+    trace = load_trace(
+        _log(
+            tmp_path,
+            [
+                ("a", 0, 3, 0, 10500),
+                ("b", 5, 3, 10000, 4000),
+                ("b", 305, 3, 10000, 5000),
+            ],
+        ),
+        "claude-code",
+    )
+    before, last = trace.requests[1], trace.requests[2]
+    assert last.blocks[: len(before.blocks)] != before.blocks
+    row = calibrate(trace).rows[-1]
+    assert (row.real_cache_read_tokens, row.predicted_cache_read_tokens) == (10000, 10000)

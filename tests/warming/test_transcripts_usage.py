@@ -156,3 +156,28 @@ def test_a_short_read_at_exactly_the_ttl_is_still_an_edit(tmp_path: Path) -> Non
     assert last.blocks[: len(before.blocks)] != before.blocks
     row = calibrate(trace).rows[-1]
     assert (row.real_cache_read_tokens, row.predicted_cache_read_tokens) == (10000, 10000)
+
+
+@pytest.mark.clause("SG-REPLAY-1")
+def test_a_read_only_call_keeps_its_session_s_ttl_for_the_edit_window(tmp_path: Path) -> None:
+    """b writes with 1h, then a call only reads: its entry keeps b's 1h TTL, so a short
+    read 400 s later (past 5m, within 1h) is an edited history, not an expiry."""
+    path = _log(
+        tmp_path,
+        [
+            ("a", 0, 3, 0, 10500),
+            ("b", 5, 3, 10000, 4000),
+            ("b", 20, 3, 14000, 0),
+            ("b", 420, 3, 10000, 4000),
+        ],
+    )
+    lines = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        if line["uuid"] == "a1":  # b's first call: its 4,000-token write is 1h
+            line["message"]["usage"]["cache_creation"] = {"ephemeral_1h_input_tokens": 4000}
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    trace = load_trace(path, "claude-code")
+    assert trace.requests[1].recorded is not None
+    assert trace.requests[1].recorded.ttl == "1h"
+    before, last = trace.requests[2], trace.requests[3]
+    assert last.blocks[: len(before.blocks)] != before.blocks

@@ -181,3 +181,23 @@ def test_a_read_only_call_keeps_its_session_s_ttl_for_the_edit_window(tmp_path: 
     assert trace.requests[1].recorded.ttl == "1h"
     before, last = trace.requests[2], trace.requests[3]
     assert last.blocks[: len(before.blocks)] != before.blocks
+
+
+@pytest.mark.clause("SG-REPLAY-1")
+def test_a_read_of_all_the_previous_call_left_is_growth_not_an_edit(tmp_path: Path) -> None:
+    """b's first call sends 100 uncached tokens after its breakpoint and leaves 14,000
+    cached; its next call reads exactly those 14,000: nothing was edited (only a read below
+    what was left is), so the prompt grows on the whole previous one."""
+    trace = load_trace(
+        _log(
+            tmp_path,
+            [
+                ("a", 0, 3, 0, 10500),
+                ("b", 5, 100, 10000, 4000),
+                ("b", 20, 3, 14000, 500),
+            ],
+        ),
+        "claude-code",
+    )
+    before, last = trace.requests[1], trace.requests[2]
+    assert last.blocks[: len(before.blocks)] == before.blocks

@@ -25,6 +25,8 @@ import pytest
 from sessiongen._probe import (
     PROVIDERS,
     Counts,
+    Lifetime,
+    available_lifetime,
     cheapest_model,
     counts_agree,
     plan,
@@ -561,3 +563,22 @@ def test_the_docs_example_is_a_fresh_run(target: Emulator) -> None:
         "docs/probe.md's example is not what the command prints now; "
         "regenerate it: UPDATE_PROBE_DOCS=1 uv run pytest tests/test_probe.py -k docs"
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "lifetime", "expected"),
+    [
+        ("anthropic.claude-opus-4-7", "long", "default"),  # Bedrock: no 1h on this model
+        ("anthropic.claude-opus-4-7", "short", "short"),
+        ("anthropic.claude-opus-4-5-20251101-v1:0", "long", "long"),
+        ("gpt-4o", "long", "default"),  # OpenAI: no extended (24h) retention
+        ("gpt-4o", "short", "short"),
+        ("gpt-5", "long", "long"),
+    ],
+)
+def test_available_lifetime_replaces_only_a_long_lifetime_the_model_lacks(
+    model: str, lifetime: Lifetime, expected: Lifetime
+) -> None:
+    """Only `long` falls back (to the model's default) where the model has no long lifetime;
+    `short` and `default` are asked for as given on every model."""
+    assert available_lifetime(model, lifetime) == expected

@@ -220,3 +220,124 @@ def test_gap_outcomes_read_the_ttl_boundary_off_the_record(tmp_path: Path) -> No
     assert (boundary.hits_within_ttl, boundary.misses_past_ttl) == (1, 1)
     assert boundary.linger_at_most == 20.0
     assert ttl_boundary(outcomes, "1h").gaps == 0
+
+
+def test_gaps_at_exactly_the_ttl_are_within_it_and_the_linger_is_the_shortest_late_miss(
+    tmp_path: Path,
+) -> None:
+    """An entry lives its TTL inclusive: a hit and a miss at exactly 300 s count within the
+    5m TTL, and `linger_at_most` is the shortest late miss less the TTL (330 s, not 400 s)."""
+    from sessiongen.warming.calibration import gap_outcomes, ttl_boundary
+
+    lines = []
+    for session, gap, hit in (("h", 300, True), ("m", 300, False), ("p", 330, False)):
+        lines += _gap_pair(session, gap, hit)
+    lines += _gap_pair("q", 400, False)
+    outcomes = gap_outcomes(load_events(_trace_file(tmp_path, sorted(lines, key=_at))))
+    boundary = ttl_boundary(outcomes, "5m")
+    assert (boundary.hits_within_ttl, boundary.misses_within_ttl) == (1, 1)
+    assert (boundary.hits_past_ttl, boundary.misses_past_ttl) == (0, 2)
+    assert boundary.linger_at_most == 30.0
+
+
+def _at(line: str) -> float:
+    return float(json.loads(line)["timestamp"])
+
+
+def _gap_pair(session: str, gap: float, hit: bool) -> list[str]:
+    """A session's own 2,000-token prompt written at 0, then extended after `gap` seconds
+    and, as billed, read in full (`hit`) or not at all."""
+    own = {"id": f"{session}0", "tokens": 2000}
+    more = {"id": f"{session}1", "tokens": 100}
+    second = (
+        {"cache_read_tokens": 2000, "cache_write_5m_tokens": 100}
+        if hit
+        else {"cache_write_5m_tokens": 2100}
+    )
+    return [
+        _line(session, 0, [own], input_tokens=0, cache_write_5m_tokens=2000),
+        _line(session, gap, [own, more], input_tokens=0, **second),
+    ]
+
+
+def test_gap_outcomes_take_a_read_only_sessions_ttl_as_5m_and_need_an_extended_prompt(
+    tmp_path: Path,
+) -> None:
+    """A session whose first call only read (b, the system block a wrote) has a 5m entry by
+    then, so its next gap is an outcome; a call that does not extend the previous prompt
+    (a's third, a different history) is no outcome of a's entry."""
+    from sessiongen.warming.calibration import gap_outcomes
+
+    b1 = {"id": "b1", "tokens": 300}
+    lines = [
+        _line("a", 0, [SYSTEM, {"id": "a1", "tokens": 500}], input_tokens=0, **_w(12500)),
+        _line("b", 10, [SYSTEM], input_tokens=0, cache_read_tokens=12000),
+        _line("b", 70, [SYSTEM, b1], input_tokens=0, cache_read_tokens=12000, **_w(300)),
+        _line("a", 100, [SYSTEM, {"id": "other", "tokens": 500}], input_tokens=0, **_w(12500)),
+    ]
+    outcomes = gap_outcomes(load_events(_trace_file(tmp_path, lines)))
+    assert [(o.session, o.gap, o.ttl, o.outcome) for o in outcomes] == [("b", 60.0, "5m", "hit")]
+
+
+def _w(tokens: int) -> dict[str, int]:
+    return {"cache_write_5m_tokens": tokens}
+
+
+def test_the_calibration_line_gives_predicted_and_real_uncached_input(tmp_path: Path) -> None:
+    """The one-line summary names the predicted and then the real uncached input: here the
+    provider billed 40 uncached tokens where the replay predicts none."""
+    lines = [
+        _line("a", 0, [SYSTEM], input_tokens=40, cache_write_5m_tokens=11960),
+    ]
+    line = calibrate(load_events(_trace_file(tmp_path, lines))).line()
+    assert "uncached input 0 predicted, 40 real tokens" in line
+
+
+def test_the_as_recorded_row_carries_the_real_writes_and_counts_unknown_outputs(
+    tmp_path: Path,
+) -> None:
+    """The `as_recorded` row's `real_` columns are the provider's figures, not the
+    prediction (38,000 real writes against 26,000 predicted), and the table counts the
+    requests whose output count is a placeholder."""
+    import dataclasses
+
+    trace = load_events(two_sessions(tmp_path, b_first_read=0))
+    requests = (dataclasses.replace(trace.requests[0], output_known=False), *trace.requests[1:])
+    table = compare_policies(dataclasses.replace(trace, requests=requests))
+    row = table.row("as_recorded")
+    assert (row.real_cache_write_tokens, row.cache_write_tokens) == (38000, 26000)
+    assert row.real_cache_read_tokens == 0
+    assert table.output_unknown == 1
+
+
+def test_the_experiment_counts_the_as_recorded_step_only_with_recorded_usage(
+    tmp_path: Path,
+) -> None:
+    """`experiment_steps(trace)` counts one more step (the `as_recorded` row) for a trace
+    carrying recorded usage than for one without."""
+    from sessiongen.warming.experiment import experiment_steps
+    from sessiongen.warming.traces import Trace
+
+    trace = load_events(two_sessions(tmp_path, b_first_read=12000))
+    bare = Trace("bare", tuple(_without_usage(r) for r in trace.requests))
+    assert experiment_steps(trace) == experiment_steps(bare) + 1 == experiment_steps() + 1
+
+
+def _without_usage(request: TraceRequest) -> TraceRequest:
+    import dataclasses
+
+    return dataclasses.replace(request, recorded=None)
+
+
+def test_as_recorded_forgets_the_session_ttls_on_reset() -> None:
+    """`reset` clears the TTL each session wrote with: after it, a read-only request of a
+    session that wrote 1h before the reset gets 5m, as in a fresh replay."""
+    policy = AsRecorded()
+    history = History(0, 0, None, 0, 0)
+
+    def request(usage: RecordedUsage) -> TraceRequest:
+        return TraceRequest("s", 0.0, (1,), (usage.prompt_tokens,), 1, (), usage)
+
+    assert policy.decide(request(RecordedUsage(0, 0, 0, 100, 1)), history).ttl == "1h"
+    policy.reset()
+    assert policy.decide(request(RecordedUsage(0, 100, 0, 0, 1)), history).ttl == "5m"

@@ -204,3 +204,21 @@ def test_timestamp_kinds_do_not_mix(tmp_path: Path) -> None:
         2,
         "mixes numeric and ISO 8601 timestamps; use one kind per file",
     )
+
+
+@pytest.mark.parametrize(
+    ("breakpoints", "problem"),
+    [
+        ((0, 1, 2, 3), "at most 4 breakpoints"),  # four given plus the last block: five
+        ((5,), "must index"),  # one past the last block
+        ((-1, 2), "must index"),
+        ((1, 1), "ascending and unique"),
+    ],
+)
+def test_a_request_s_breakpoints_are_checked(breakpoints: tuple[int, ...], problem: str) -> None:
+    """`TraceRequest` breakpoints index its blocks, ascending and unique, and with the last
+    block (always marked) make at most the provider's four."""
+    from sessiongen.warming.traces import TraceRequest
+
+    with pytest.raises(ValueError, match=problem):
+        TraceRequest("s", 0.0, (0, 1, 2, 3, 4), (10,) * 5, 1, breakpoints)

@@ -525,3 +525,73 @@ async def test_a_real_log_replays_as_the_emulator_bills_it(emulator: Emulator) -
     policy = policies.AsRecorded()
     fast, sdk = await emulator.both(trace, policy)
     assert fast == sdk
+
+
+def warm_trace() -> Trace:
+    """x's first request reads a 2,500-token prefix (system 1,500 + tools 1,000, marked on
+    block 1) cached 1h before the trace; y sends the same prefix 10 minutes later."""
+    from sessiongen.warming.traces import WarmEntry
+
+    x = TraceRequest("x", 0.0, (0, 1, 2), (1500, 1000, 500), 20, breakpoints=(1,))
+    y = TraceRequest("y", 600.0, (0, 1, 3), (1500, 1000, 600), 20, breakpoints=(1,))
+    return Trace("warm", (x, y), (WarmEntry(0, 1, "1h"),))
+
+
+@pytest.mark.clause("SG-REPLAY-1")
+async def test_a_warm_entry_is_its_whole_prefix_with_its_ttl(emulator: Emulator) -> None:
+    """A warm entry caches the request's prompt up to its block (every block before it
+    too), unbilled, with the entry's TTL: x reads all 2,500 tokens, y reads them 10 minutes
+    on (a 1h entry, not 5m), the same over the SDK."""
+    trace = warm_trace()
+    policy = Table([Decision("5m"), Decision("5m")], rewrite=False)
+    fast = replay(trace, policy, model=MODEL, keep_usage=True)
+    assert fast.usages is not None
+    assert [u.cache_read_input_tokens for u, _ in fast.usages] == [2500, 2500]
+    assert fast.tokens.cache_write_1h == 0  # the warm entry is never billed
+    sdk = await replay_through_client(
+        trace,
+        policy,
+        emulator.client,
+        set_clock=emulator.set_clock,
+        script_output=emulator.script_output,
+        model=MODEL,
+    )
+    assert fast == sdk
+
+
+def test_a_warm_entry_goes_in_before_its_request_only() -> None:
+    """The warm prefix is put in the cache just before its request, not again at that
+    request's pings: a ping 10 minutes on, after the 5m warm entry expired, writes the
+    whole prompt again. The optimum's planning model (`single()`) has nothing warm, even
+    for a trace marked on its last blocks only."""
+    from sessiongen.warming.traces import WarmEntry
+
+    x = TraceRequest("x", 0.0, (0, 1), (1500, 500), 20)
+    trace = Trace("warm_ping", (x,), (WarmEntry(0, 0, "5m"),))
+    policy = Table([Decision("5m", (600.0,))], rewrite=True)
+    result = replay(trace, policy, model=MODEL, keep_usage=True)
+    assert result.usages is not None and result.ping_usages is not None
+    assert result.usages[0][0].cache_read_input_tokens == 1500
+    [(_, _, ping)] = result.ping_usages
+    assert (ping.cache_read_input_tokens, ping.cache_creation_input_tokens) == (0, 2000)
+    prepared = prepare(trace)
+    assert not prepared.marked and prepared.warm
+    assert prepared.single().warm == {}
+
+
+def test_the_optimum_row_replays_the_warm_prefixes_without_client_breakpoints() -> None:
+    """A trace with no client breakpoints but a warm prefix: the optimum plans with nothing
+    warm (x writes its prompt, its next request reads it), and its row replays that schedule
+    with the warm prefix, so x's first request reads it too."""
+    from sessiongen.warming.optimum import optimum
+    from sessiongen.warming.traces import WarmEntry
+
+    first = TraceRequest("x", 0.0, (0, 1), (1500, 500), 20)
+    second = TraceRequest("x", 60.0, (0, 1, 2), (1500, 500, 300), 20)
+    trace = Trace("warm_plain", (first, second), (WarmEntry(0, 1, "5m"),))
+    assert not prepare(trace).marked
+    best = optimum(trace, model=MODEL)
+    planned = optimum(prepare(trace).single(), model=MODEL)
+    assert planned.result.tokens.cache_read == 2000
+    assert best.decisions == planned.decisions
+    assert best.result.tokens.cache_read == 4000

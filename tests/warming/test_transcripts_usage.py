@@ -75,6 +75,9 @@ def test_a_longer_first_read_is_a_second_shared_prefix(tmp_path: Path) -> None:
     b, c = trace.requests[1], trace.requests[2]
     assert b.block_tokens[:2] == (10000, 2000) and b.blocks[:2] == c.blocks[:2]
     assert b.breakpoints[:2] == (0, 1)
+    # Warm: a's agent prefix and b's longer one, each read first by a call of the log that
+    # no earlier call wrote; c reads what b's record already put there.
+    assert [(w.request, w.block) for w in trace.warm] == [(0, 0), (1, 1)]
     rows = calibrate(trace).rows
     assert [(r.real_cache_read_tokens, r.predicted_cache_read_tokens) for r in rows] == [
         (10000, 10000),
@@ -101,6 +104,7 @@ def test_an_edited_history_shares_only_what_was_read(tmp_path: Path) -> None:
         ),
         "claude-code",
     )
+    assert trace.warm == ()  # a's first call read nothing: it wrote the shared prefix
     rows = calibrate(trace).rows
     last = rows[-1]
     # Off by the 3 uncached tokens the earlier call sent after its breakpoint, which the
@@ -130,3 +134,70 @@ def test_a_short_read_after_the_ttl_is_an_expiry_not_an_edit(tmp_path: Path) -> 
     assert last.blocks[: len(trace.requests[1].blocks)] == trace.requests[1].blocks
     row = calibrate(trace).rows[-1]
     assert (row.real_cache_read_tokens, row.predicted_cache_read_tokens) == (10000, 10000)
+
+
+@pytest.mark.clause("SG-REPLAY-1")
+def test_a_short_read_at_exactly_the_ttl_is_still_an_edit(tmp_path: Path) -> None:
+    """An entry is alive through its TTL inclusive: a short read exactly 300 s after the
+    session's 5m call is an edited history (the prompt shares only the 10,000 tokens read),
+    and the replay reads what was billed instead of the whole previous prompt."""
+    trace = load_trace(
+        _log(
+            tmp_path,
+            [
+                ("a", 0, 3, 0, 10500),
+                ("b", 5, 3, 10000, 4000),
+                ("b", 305, 3, 10000, 5000),
+            ],
+        ),
+        "claude-code",
+    )
+    before, last = trace.requests[1], trace.requests[2]
+    assert last.blocks[: len(before.blocks)] != before.blocks
+    row = calibrate(trace).rows[-1]
+    assert (row.real_cache_read_tokens, row.predicted_cache_read_tokens) == (10000, 10000)
+
+
+@pytest.mark.clause("SG-REPLAY-1")
+def test_a_read_only_call_keeps_its_session_s_ttl_for_the_edit_window(tmp_path: Path) -> None:
+    """b writes with 1h, then a call only reads: its entry keeps b's 1h TTL, so a short
+    read 400 s later (past 5m, within 1h) is an edited history, not an expiry."""
+    path = _log(
+        tmp_path,
+        [
+            ("a", 0, 3, 0, 10500),
+            ("b", 5, 3, 10000, 4000),
+            ("b", 20, 3, 14000, 0),
+            ("b", 420, 3, 10000, 4000),
+        ],
+    )
+    lines = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        if line["uuid"] == "a1":  # b's first call: its 4,000-token write is 1h
+            line["message"]["usage"]["cache_creation"] = {"ephemeral_1h_input_tokens": 4000}
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    trace = load_trace(path, "claude-code")
+    assert trace.requests[1].recorded is not None
+    assert trace.requests[1].recorded.ttl == "1h"
+    before, last = trace.requests[2], trace.requests[3]
+    assert last.blocks[: len(before.blocks)] != before.blocks
+
+
+@pytest.mark.clause("SG-REPLAY-1")
+def test_a_read_of_all_the_previous_call_left_is_growth_not_an_edit(tmp_path: Path) -> None:
+    """b's first call sends 100 uncached tokens after its breakpoint and leaves 14,000
+    cached; its next call reads exactly those 14,000: nothing was edited (only a read below
+    what was left is), so the prompt grows on the whole previous one."""
+    trace = load_trace(
+        _log(
+            tmp_path,
+            [
+                ("a", 0, 3, 0, 10500),
+                ("b", 5, 100, 10000, 4000),
+                ("b", 20, 3, 14000, 500),
+            ],
+        ),
+        "claude-code",
+    )
+    before, last = trace.requests[1], trace.requests[2]
+    assert last.blocks[: len(before.blocks)] == before.blocks

@@ -36,8 +36,6 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from ._media_size import audio_seconds, decode_base64_prefix, image_size, pdf_pages, video_seconds
-
 if TYPE_CHECKING:
     from .llm.types import LLMRequest
 
@@ -216,6 +214,8 @@ def _per(chars: int, chars_per_token: float) -> int:
 def _b64_bytes(data: Any) -> tuple[bytes, int]:
     """The decoded bytes of a base64 value and the size of the whole file (the value may be a
     prefix of it in the recorded set: then the bytes are its head, the size an estimate)."""
+    from ._media_size import decode_base64_prefix  # on first use: media are rare
+
     text = str(data or "")
     raw = decode_base64_prefix(text)
     return raw, max(len(raw), len(text) * 3 // 4)
@@ -238,6 +238,8 @@ def anthropic_image_tokens(width: int, height: int) -> int:
 
 
 def _anthropic_media_tokens(kind: str, source: Mapping[str, Any]) -> int | None:
+    from ._media_size import image_size, pdf_pages  # on first use: media are rare
+
     facts = _facts("anthropic")
     if source.get("type") != "base64":
         if kind == "image":  # a URL or file id: the size is unknown here; a full-size image
@@ -273,6 +275,8 @@ def openai_image_tokens(width: int, height: int, detail: str | None = "auto") ->
 
 
 def _openai_image_url_tokens(url: str, detail: str | None) -> int:
+    from ._media_size import decode_base64_prefix, image_size  # on first use: media are rare
+
     facts = _facts("openai_images")
     size = image_size(decode_base64_prefix(url)) if url.startswith("data:") else None
     if size is None:
@@ -305,6 +309,13 @@ def gemini_media_tokens(mime_type: str, data: Any, model: str = "") -> int | Non
     """The tokens of an `inlineData` part: images by `gemini_image_tokens`, video at 263
     tokens a second, audio at 32 (ai.google.dev/gemini-api/docs/tokens); None when the size
     cannot be read from the bytes."""
+    from ._media_size import (
+        audio_seconds,
+        image_size,
+        pdf_pages,
+        video_seconds,
+    )  # on first use: media are rare
+
     facts = _facts("gemini")
     raw, total = _b64_bytes(data)
     if mime_type.startswith("image/"):
@@ -326,6 +337,8 @@ def gemini_signature_tokens(signature: str, model: str) -> int:
     """The prompt tokens a replayed thought signature costs: none before Gemini 3 (a Gemini
     2.5 signature is free), on Gemini 3 the thoughts it carries back, estimated from the
     signature's decoded size (calibrated on the recorded set)."""
+    from ._media_size import decode_base64_prefix  # on first use: media are rare
+
     if not signature or not _gemini_family_3(model):
         return 0
     facts = _facts("gemini")
@@ -559,6 +572,8 @@ def _openai_text(content: Any) -> tuple[str, int]:
     """(text, media tokens) of a Chat / Responses `content`: a string, or a list of parts
     (`text`, `input_text`, `output_text`, `refusal`; images by `openai_image_tokens`; PDF
     files per page)."""
+    from ._media_size import decode_base64_prefix, pdf_pages  # on first use: media are rare
+
     if content is None:
         return "", 0
     if isinstance(content, str):

@@ -23,7 +23,7 @@ from sessiongen import (
 from sessiongen.emulator import BackgroundServer, EmulatorState
 from sessiongen.emulator.state import FaultSpec, ScriptedResponse
 from sessiongen.lab import write_workspace
-from sessiongen.llm.bedrock import SINGLE_ATTEMPT, BedrockLLMClient
+from sessiongen.llm.bedrock import BedrockLLMClient
 from sessiongen.llm.bedrock_wire import lower_request, usage_from_bedrock
 from sessiongen.llm.types import (
     CacheMark,
@@ -38,6 +38,8 @@ from sessiongen.llm.types import (
     ToolResultContent,
 )
 from sessiongen.model import Agent, ModelRef
+
+from tests.providers._sdk import bedrock_client
 
 # AWS's table: Opus 4.5 has the 1h TTL and a 4,096-token minimum per checkpoint; Sonnet 4.6
 # has 1,024 and the 5-minute TTL only (its 1h marks are lowered as 5m ones).
@@ -203,14 +205,7 @@ def state(server: BackgroundServer) -> EmulatorState:
 
 @pytest.fixture
 def sdk(server: BackgroundServer) -> Any:
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=server.url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=SINGLE_ATTEMPT,
-    )
+    return bedrock_client(server.url)
 
 
 def test_the_same_prefix_again_reads_the_cache(state: EmulatorState, sdk: Any) -> None:

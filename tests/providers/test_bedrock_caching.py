@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]  # boto3 ships no type hints
 import pytest
 from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 from sessiongen.cache import get_model
 from sessiongen.emulator import BackgroundServer, EmulatorState
-from sessiongen.llm.bedrock import SINGLE_ATTEMPT
 from sessiongen.llm.bedrock_wire import lower_request
 from sessiongen.llm.types import CacheMark, LLMMessage, LLMRequest, SystemPart, TextContent
+
+from tests.providers._sdk import bedrock_client
 
 # AWS's table, as (model id, minimum tokens per checkpoint, 1h TTL supported).
 AWS_TABLE = [
@@ -50,14 +50,7 @@ def state(server: BackgroundServer) -> EmulatorState:
 
 @pytest.fixture
 def sdk(server: BackgroundServer) -> Any:
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=server.url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=SINGLE_ATTEMPT,
-    )
+    return bedrock_client(server.url)
 
 
 def converse(sdk: Any, model: str, system_tokens: int, ttl: str | None = None) -> Any:

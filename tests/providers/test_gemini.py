@@ -42,6 +42,8 @@ from sessiongen.llm.gemini import GeminiLLMClient
 from sessiongen.llm.gemini_wire import decode_signature, lower_request, usage_from_gemini
 from sessiongen.model import Agent, ModelRef
 
+from tests.providers._sdk import gemini_client
+
 BASE_URL = "http://gemini.emulator"
 MODEL = "gemini-2.5-flash"  # implicit-caching minimum 2,048 tokens (models_gemini.json)
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
@@ -186,13 +188,7 @@ async def emulated() -> AsyncIterator[Emulated]:
     state = EmulatorState(framing=False)  # the bare byte-based count these caching tests size by
     transport = httpx.ASGITransport(app=create_app(state))
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
-        options = types.HttpOptions(
-            base_url=BASE_URL,
-            api_version="v1beta",
-            httpx_async_client=http,
-            retry_options=types.HttpRetryOptions(attempts=1),
-        )
-        sdk = genai.Client(api_key="test-key", http_options=options)
+        sdk = gemini_client(http, BASE_URL)
         async with GeminiLLMClient(api_key="test-key", base_url=BASE_URL, http_client=http) as llm:
             yield Emulated(state, http, sdk, llm)
 

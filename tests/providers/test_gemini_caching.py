@@ -23,6 +23,8 @@ from google import genai
 from google.genai import types
 from sessiongen.emulator import EmulatorState, create_app
 
+from tests.providers._sdk import gemini_client
+
 BASE_URL = "http://gemini.emulator"
 MODEL = "gemini-2.5-flash"  # implicit-caching minimum 2,048 tokens
 
@@ -44,13 +46,7 @@ async def emulated() -> AsyncIterator[Emulated]:
     state = EmulatorState(framing=False)  # the bare byte-based count these tests size by
     transport = httpx.ASGITransport(app=create_app(state))
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
-        options = types.HttpOptions(
-            base_url=BASE_URL,
-            api_version="v1beta",
-            httpx_async_client=http,
-            retry_options=types.HttpRetryOptions(attempts=1),
-        )
-        yield Emulated(state, http, genai.Client(api_key="test-key", http_options=options))
+        yield Emulated(state, http, gemini_client(http, BASE_URL))
 
 
 SYSTEM = filler(2600, "system")

@@ -544,18 +544,10 @@ async def test_a_warm_entry_is_its_whole_prefix_with_its_ttl(emulator: Emulator)
     on (a 1h entry, not 5m), the same over the SDK."""
     trace = warm_trace()
     policy = Table([Decision("5m"), Decision("5m")], rewrite=False)
-    fast = replay(trace, policy, model=MODEL, keep_usage=True)
+    fast, sdk = await emulator.both(trace, policy)
     assert fast.usages is not None
     assert [u.cache_read_input_tokens for u, _ in fast.usages] == [2500, 2500]
     assert fast.tokens.cache_write_1h == 0  # the warm entry is never billed
-    sdk = await replay_through_client(
-        trace,
-        policy,
-        emulator.client,
-        set_clock=emulator.set_clock,
-        script_output=emulator.script_output,
-        model=MODEL,
-    )
     assert fast == sdk
 
 

@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..cache import TTL_SECONDS
-from .policies import DEFAULT_MODEL, AsRecorded
+from .policies import DEFAULT_MODEL, AsRecorded, History
 from .replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
 from .traces import Trace
 
@@ -73,10 +73,6 @@ class Agreement:
     @property
     def write_ratio(self) -> float:
         return _ratio(self.predicted_cache_write_tokens, self.real_cache_write_tokens)
-
-    @property
-    def input_ratio(self) -> float:
-        return _ratio(self.predicted_input_tokens, self.real_input_tokens)
 
     @property
     def cost_ratio(self) -> float:
@@ -237,11 +233,13 @@ class GapOutcome:
 def gap_outcomes(trace: Trace) -> list[GapOutcome]:
     """Every recorded request whose session's previous request is recorded too, left
     something cached, and is extended by this one (its prompt starts with the previous one's
-    blocks): the real record of whether an entry outlived a gap."""
+    blocks): the real record of whether an entry outlived a gap. The TTL of each entry is
+    the one the client wrote with, as `AsRecorded` reads it off the usage."""
     last: dict[str, int] = {}
     ttl_of: dict[str, str] = {}
     rows: list[GapOutcome] = []
     requests = trace.requests
+    recorded_ttl = AsRecorded()
     for i, request in enumerate(requests):
         p = last.get(request.session)
         last[request.session] = i
@@ -249,10 +247,9 @@ def gap_outcomes(trace: Trace) -> list[GapOutcome]:
         if real is None:
             continue
         previous_ttl = ttl_of.get(request.session)
-        if real.ttl is not None:
-            ttl_of[request.session] = real.ttl
-        elif real.cache_read_tokens and previous_ttl is None:
-            ttl_of[request.session] = "5m"
+        ttl = recorded_ttl.decide(request, History(i, 0, None, 0, 0)).ttl
+        if ttl is not None:
+            ttl_of[request.session] = ttl
         if p is None or previous_ttl is None:
             continue
         before = requests[p]

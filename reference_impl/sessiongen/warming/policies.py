@@ -21,9 +21,9 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
-from ..cache import TTL, TTL_SECONDS, price
+from ..cache import TTL, TTL_SECONDS, get_model, price
 from .traces import Trace, TraceRequest
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
@@ -63,6 +63,9 @@ class History:
     gap: float | None
     previous_tokens: int
     readable_tokens: int
+    extends: bool = True
+    """Whether the session's previous prompt is a prefix of this one (within the lookback
+    window): whether this request could read what the previous one left cached."""
 
 
 class Policy(Protocol):
@@ -86,11 +89,14 @@ class Policy(Protocol):
 
 
 class _Base:
-    """Defaults: online, stateless, pings never rewrite."""
+    """Defaults: online, stateless, pings never rewrite, no state across sessions."""
 
     name: str = ""
     online: bool = True
     ping_may_rewrite: bool = False
+    shardable: bool = True
+    """Whether replaying each independent group of sessions apart gives the same result: False
+    for a policy that learns from one session what to do in another."""
 
     def reset(self) -> None:
         pass
@@ -289,6 +295,11 @@ class AsRecorded(_Base):
 _GRID: tuple[float, ...] = (30, 60, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 2700, 3600)
 _GRID += (5400.0, 7200.0)
 _DEPTHS = 2  # a session's first request and its later ones get separate tables
+_QUICK_GAP = 60.0
+"""Seconds: a follow-up faster than this is a tool loop or a retry, not a person reading."""
+Split = Literal["depth", "gap"]
+"""How `Learned` groups requests into life tables: by turn depth (a session's first request,
+its later ones), or by the gap before it (first, a quick follow-up, a slow one)."""
 # (Tuned on the Mooncake first half: 2 tables gave 1.197 of the optimum, 4 gave 1.204; the
 # synthetic and generated traces moved by under 0.004 either way.)
 _REFRESH_SECONDS = 30.0  # how stale a depth's table may get before it is recomputed
@@ -311,27 +322,47 @@ class Learned(_Base):
     rather than "no one ever comes back", and a few dozen real sessions outweigh it.
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, max_pings: int = 12, prior: int = 2) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        max_pings: int = 12,
+        prior: int = 2,
+        split: Split = "depth",
+    ) -> None:
         if prior < 0:
             raise ValueError(f"prior must be >= 0 pseudo-sessions, got {prior}")
-        self.name = "learned"
+        if split not in ("depth", "gap"):
+            raise ValueError(f"split must be 'depth' or 'gap', got {split!r}")
+        self.name = "learned" if split == "depth" else "learned_gap"
+        self.split: Split = split
+        groups = _DEPTHS if split == "depth" else 3
+        self._groups = groups
+        self.model = model
         self._rates = _Rates(model)
         self._max_pings = max_pings
         self._prior = prior
+        bins = len(_GRID) + 1
+        # What `reset` starts from: the prior, then whatever `fit` learnt. Completed gaps per
+        # depth and life-table bin (the last bin is "beyond the grid"), and sessions of a
+        # fitted trace still open at its end, censored at their age then (the prior's
+        # never-returning ones beyond the grid).
+        self._fitted_done = [[prior] + [0] * (bins - 1) for _ in range(groups)]
+        self._fitted_closed = [[0] * (bins - 1) + [prior] for _ in range(groups)]
         self.reset()
 
+    shardable = False
+
     def reset(self) -> None:
-        bins = len(_GRID) + 1
-        # Completed gaps per depth and life-table bin (the last bin is "beyond the grid").
-        self._done = [[self._prior] + [0] * (bins - 1) for _ in range(_DEPTHS)]
-        # Sessions of a fitted trace still open at its end, censored at their age then (the
-        # prior's never-returning ones beyond the grid).
-        self._closed = [[0] * (bins - 1) + [self._prior] for _ in range(_DEPTHS)]
-        self._open: list[list[float]] = [[] for _ in range(_DEPTHS)]  # open sessions' last times
+        """Back to the prior and what `fit` learnt: a replay starts here."""
+        self._done = [list(row) for row in self._fitted_done]
+        self._closed = [list(row) for row in self._fitted_closed]
+        self._open: list[list[float]] = [
+            [] for _ in range(self._groups)
+        ]  # open sessions' last times
         self._last: dict[str, tuple[float, int]] = {}  # session -> (last arrival, its depth)
-        self._tables: list[tuple[float, tuple[float, ...]] | None] = [None] * _DEPTHS
+        self._tables: list[tuple[float, tuple[float, ...]] | None] = [None] * self._groups
         self._plans: list[tuple[float, float, dict[TTL, tuple[float, Decision]]] | None]
-        self._plans = [None] * _DEPTHS
+        self._plans = [None] * self._groups
 
     def observe(self, request: TraceRequest, history: History) -> None:
         previous = self._last.get(request.session)
@@ -340,7 +371,7 @@ class Learned(_Base):
             opened = self._open[depth]
             del opened[bisect.bisect_left(opened, at)]
             self._done[depth][bisect.bisect_left(_GRID, request.at - at)] += 1
-        depth = min(history.turn, _DEPTHS - 1)
+        depth = self._group(history)
         bisect.insort(self._open[depth], request.at)
         self._last[request.session] = (request.at, depth)
 
@@ -361,11 +392,36 @@ class Learned(_Base):
         end = max((r.at for r in trace.requests), default=0.0)
         for at, depth in self._last.values():
             self._closed[depth][bisect.bisect_left(_GRID, end - at)] += 1
-        self._open = [[] for _ in range(_DEPTHS)]
-        self._last = {}
-        self._tables = [None] * _DEPTHS
-        self._plans = [None] * _DEPTHS
+        self._fitted_done = [list(row) for row in self._done]
+        self._fitted_closed = [list(row) for row in self._closed]
+        self.reset()
         return self
+
+    def state(self) -> dict[str, Any]:
+        """What `fit` learnt, as JSON-ready data (`warming.saved`)."""
+        return {"done": self._fitted_done, "closed": self._fitted_closed}
+
+    def load_state(self, state: dict[str, Any]) -> Learned:
+        """Restore what `state` says was learnt (the inverse of `state`); returns self."""
+        shape = (self._groups, len(_GRID) + 1)
+        for key in ("done", "closed"):
+            table = state[key]
+            if len(table) != shape[0] or any(len(row) != shape[1] for row in table):
+                raise ValueError(f"learned.{key}: expected {shape[0]} rows of {shape[1]} counts")
+            if any(not isinstance(v, int) or v < 0 for row in table for v in row):
+                raise ValueError(f"learned.{key}: counts must be whole numbers >= 0")
+        self._fitted_done = [list(row) for row in state["done"]]
+        self._fitted_closed = [list(row) for row in state["closed"]]
+        self.reset()
+        return self
+
+    def _group(self, history: History) -> int:
+        """The life table a request belongs to (`split`)."""
+        if self.split == "depth":
+            return min(history.turn, _DEPTHS - 1)
+        if history.gap is None:
+            return 0
+        return 1 if history.gap < _QUICK_GAP else 2
 
     def _survival(self, depth: int, now: float) -> tuple[float, ...]:
         """S at each grid point: P(no next request within that gap), actuarial life table."""
@@ -433,13 +489,13 @@ class Learned(_Base):
     def decide_for(self, ttl: TTL, request: TraceRequest, history: History) -> Decision:
         """The best pings for an entry someone else gave `ttl` (a live keeper: the agent's
         cache policy chose the TTL, the keeper only pings)."""
-        return self._plan(min(history.turn, _DEPTHS - 1), request.at)[1][ttl][1]
+        return self._plan(self._group(history), request.at)[1][ttl][1]
 
     def decide(self, request: TraceRequest, history: History) -> Decision:
         r = self._rates
         n = request.input_tokens
         a = history.readable_tokens
-        none, best = self._plan(min(history.turn, _DEPTHS - 1), request.at)
+        none, best = self._plan(self._group(history), request.at)
         # No breakpoint would throw away a live prefix, so it is an option only with none.
         choice = (none * n, Decision(None)) if a == 0 else None
         for ttl in _TTLS:
@@ -449,6 +505,290 @@ class Learned(_Base):
                 choice = (cost, decision)
         assert choice is not None
         return choice[1]
+
+
+_QUIET = 600.0
+"""Seconds of silence after which `Tracking` charges a session's remaining pings as if it had
+ended (and settles exactly if the session comes back)."""
+
+
+@dataclass(slots=True)
+class _Shadow:
+    """One expert's client state for one session in `Tracking`'s shadow replay: what its
+    latest decision cached (prompt tokens, TTL, expiry) and the pings still scheduled."""
+
+    at: float
+    tokens: int
+    ttl: TTL | None
+    expires: float
+    offsets: tuple[float, ...]
+    provisional: float = 0.0  # ping cost charged in advance by the quiet sweep
+
+
+def default_experts(model: str = DEFAULT_MODEL) -> list[Policy]:
+    """The experts `Tracking` follows: the fixed reference policies that cache, and the
+    adaptive ones, `Learned` with both of its splits among them."""
+    return [
+        Learned(model),
+        Learned(model, split="gap"),
+        five_minutes(),
+        one_hour(),
+        aider(1),
+        aider(3),
+        ttl_aware("1h", 7200.0),
+        Selective1h(1.0, model),
+    ]
+
+
+class Tracking(_Base):
+    """Online: runs every expert policy (`default_experts`) in a shadow replay of the
+    session history seen so far, and follows the one that has cost least (follow the
+    leader). Each expert decides every request from its own shadow client state (what it
+    would have cached, pinged and read had it run alone), so its running cost is the cost
+    of running it, scored online; the request is then sent as the leader decided.
+
+    The shadow replay is the replay's client model per session: a prompt reads the previous
+    one if it extends it and the expert's entry is still alive, and writes the rest at the
+    expert's TTL; a ping reads the prompt and refreshes it, is cancelled by the session's next
+    request and dropped once the entry has expired. (Prefixes shared across sessions are left
+    out: the shadow is per session. The real replay and its cache rules decide what the
+    chosen decisions cost.) A session quiet for `_QUIET` seconds is charged every ping its
+    schedule still holds, as if it had ended, so an expert that pings sessions that never
+    come back is seen to pay for it without waiting hours; the charge is settled exactly if
+    the session comes back.
+
+    With less than `min_history` requests seen, including a fitted trace, it follows the
+    first expert (plain 5m). `fit(trace)` learns from an earlier trace; `reset()` returns to
+    what was fitted.
+    """
+
+    shardable = False
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        experts: Sequence[Policy] | None = None,
+        min_history: int = 50,
+        margin: float = 0.02,
+    ) -> None:
+        self.name = "tracking"
+        self.model = model
+        self._rates = _Rates(model)
+        self._min_tokens = get_model(model).min_cacheable_tokens
+        self._min_history = min_history
+        self.experts = list(experts) if experts is not None else default_experts(model)
+        if not self.experts or any(not e.online for e in self.experts):
+            raise ValueError("Tracking follows one or more online policies")
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1), got {margin!r}")
+        self._margin = margin
+        self._fitted_costs = [0.0] * len(self.experts)
+        self._fitted_seen = 0
+        self._fitted_leader = 0
+        self.reset()
+
+    @property
+    def expert_names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.experts)
+
+    @property
+    def leader(self) -> str:
+        """The expert followed now."""
+        return self.experts[self._lead()].name
+
+    def costs(self) -> dict[str, float]:
+        """Each expert's shadow cost so far (USD), fitted trace included."""
+        return dict(zip(self.expert_names, self._costs, strict=True))
+
+    def reset(self) -> None:
+        """Back to what `fit` learnt (nothing, unfitted); the experts likewise."""
+        for expert in self.experts:
+            expert.reset()
+        self._costs = list(self._fitted_costs)
+        self._seen = self._fitted_seen
+        self._shadows: list[dict[str, _Shadow]] = [{} for _ in self.experts]
+        self._latest: dict[str, float] = {}  # session -> its latest request's time
+        self._quiet: list[tuple[float, str]] = []  # (time, session) in time order
+        self._quiet_from = 0
+        self._decisions: tuple[Decision, ...] = ()
+        self._following: dict[str, int] = {}  # session -> the expert it follows
+        self._leader = self._fitted_leader
+
+    # --- the shadow replay ----------------------------------------------------------------
+
+    def _pings(self, shadow: _Shadow, until: float) -> float:
+        """The cost of the shadow's pings before `until`, applied to it (expiry refreshed)."""
+        if shadow.ttl is None or not shadow.offsets:
+            return 0.0
+        life = TTL_SECONDS[shadow.ttl]
+        cost = 0.0
+        sent = 0
+        for offset in shadow.offsets:
+            when = shadow.at + offset
+            if when >= until or when > shadow.expires:
+                break  # cancelled by the next request, or dropped once expired
+            cost += self._rates.read * shadow.tokens
+            shadow.expires = when + life
+            sent += 1
+        shadow.offsets = shadow.offsets[sent:]
+        return cost
+
+    def _sweep(self, now: float) -> None:
+        """Charge, in advance, the remaining pings of sessions quiet for `_QUIET` seconds."""
+        quiet = self._quiet
+        k = self._quiet_from
+        while k < len(quiet) and quiet[k][0] + _QUIET < now:
+            at, session = quiet[k]
+            if self._latest.get(session) == at:
+                for e, shadows in enumerate(self._shadows):
+                    shadow = shadows.get(session)
+                    if shadow is not None and shadow.offsets and not shadow.provisional:
+                        probe = _Shadow(
+                            shadow.at, shadow.tokens, shadow.ttl, shadow.expires, shadow.offsets
+                        )
+                        shadow.provisional = self._pings(probe, float("inf"))
+                        self._costs[e] += shadow.provisional
+            k += 1
+        if k > 4096 and k * 2 > len(quiet):  # drop the swept head now and then
+            del quiet[:k]
+            k = 0
+        self._quiet_from = k
+
+    def observe(self, request: TraceRequest, history: History) -> None:
+        for expert in self.experts:
+            expert.observe(request, history)
+        self._sweep(request.at)
+        self._seen += 1
+        session, at, n = request.session, request.at, request.input_tokens
+        rates = self._rates
+        decisions: list[Decision] = []
+        for e, expert in enumerate(self.experts):
+            shadows = self._shadows[e]
+            shadow = shadows.get(session)
+            cost = 0.0
+            readable = 0
+            if shadow is not None:
+                cost -= shadow.provisional
+                cost += self._pings(shadow, at)
+                if shadow.ttl is not None and shadow.expires >= at and history.extends:
+                    readable = min(shadow.tokens, n)
+            own = History(
+                history.index,
+                history.turn,
+                history.gap,
+                history.previous_tokens,
+                readable,
+                history.extends,
+            )
+            decision = expert.decide(request, own)
+            decisions.append(decision)
+            ttl = decision.ttl
+            if ttl is None or n < self._min_tokens:
+                cost += rates.input * n
+                shadows[session] = _Shadow(at, n, None, float("-inf"), ())
+            else:
+                cost += rates.read * readable + rates.write[ttl] * (n - readable)
+                life = TTL_SECONDS[ttl]
+                shadows[session] = _Shadow(at, n, ttl, at + life, decision.ping_offsets)
+            self._costs[e] += cost
+        self._latest[session] = at
+        self._quiet.append((at, session))
+        self._decisions = tuple(decisions)
+
+    # --- deciding -------------------------------------------------------------------------
+
+    def _lead(self) -> int:
+        """The expert new sessions follow: the cheapest so far, if it beats the one followed
+        until now by `margin` of its cost (else that one); the first expert before
+        `min_history` requests."""
+        if self._seen < self._min_history:
+            return 0
+        costs = self._costs
+        best = min(range(len(costs)), key=costs.__getitem__)
+        if costs[best] < costs[self._leader] * (1.0 - self._margin):
+            self._leader = best
+        return self._leader
+
+    def decide(self, request: TraceRequest, history: History) -> Decision:
+        """The decision, on this request (observed just before), of the expert the session
+        follows: the leader when the session started, or when its cache went cold (nothing
+        readable after a gap of `_QUIET` seconds or more). Switching experts within a warm
+        session would mix schedules that only pay as a whole (a 1h entry pays over several
+        gaps), so a session keeps its expert while its cache is warm."""
+        session = request.session
+        expert = self._following.get(session)
+        if expert is None or (
+            history.readable_tokens == 0 and (history.gap is None or history.gap >= _QUIET)
+        ):
+            expert = self._following[session] = self._lead()
+        return self._decisions[expert]
+
+    def decide_for(self, ttl: TTL, request: TraceRequest, history: History) -> Decision:
+        """The leader's pings for an entry someone else gave `ttl` (the live keeper: the
+        agent's cache policy chose the TTL): the leader's own `decide_for` where it has one,
+        else its number of pings, spaced for `ttl`."""
+        leader = self.experts[self._lead()]
+        planner = getattr(leader, "decide_for", None)
+        if planner is not None:
+            decision: Decision = planner(ttl, request, history)
+            return decision
+        count = len(self._decisions[self._lead()].ping_offsets)
+        return Decision(ttl, _just_before_expiry(ttl, float("inf"))[:count] if count else ())
+
+    # --- fitting and saving ---------------------------------------------------------------
+
+    def fit(self, trace: Trace) -> Tracking:
+        """Learn from a whole earlier trace: every expert that fits (`Learned`) fits on it,
+        then the trace is replayed under this policy, each expert's shadow cost summed (the
+        pings of sessions open at its end charged as if they had ended). `reset` then starts
+        from here. Returns self."""
+        from .replay import replay  # replay drives policies: imported here, not at the top
+
+        for expert in self.experts:
+            fit = getattr(expert, "fit", None)
+            if fit is not None:
+                fit(trace)
+        replay(trace, self, model=self.model)
+        self._sweep(float("inf"))
+        self._fitted_costs = list(self._costs)
+        self._fitted_seen = self._seen
+        self._fitted_leader = self._lead()
+        self.reset()
+        return self
+
+    def state(self) -> dict[str, Any]:
+        """What `fit` learnt, as JSON-ready data (`warming.saved`)."""
+        return {
+            "experts": list(self.expert_names),
+            "min_history": self._min_history,
+            "seen": self._fitted_seen,
+            "costs": list(self._fitted_costs),
+            "fitted": {e.name: e.state() for e in self.experts if isinstance(e, Learned)},
+        }
+
+    def load_state(self, state: dict[str, Any]) -> Tracking:
+        """Restore what `state` says was learnt (the inverse of `state`); returns self."""
+        if list(state["experts"]) != list(self.expert_names):
+            raise ValueError(
+                f"tracking.experts: saved for {state['experts']}, this policy follows "
+                f"{list(self.expert_names)}"
+            )
+        costs = [float(v) for v in state["costs"]]
+        if len(costs) != len(self.experts) or any(not math.isfinite(c) or c < 0 for c in costs):
+            raise ValueError(f"tracking.costs: expected {len(self.experts)} costs >= 0")
+        seen = state["seen"]
+        if not isinstance(seen, int) or seen < 0:
+            raise ValueError("tracking.seen: a whole number >= 0")
+        fitted = state["fitted"]
+        for expert in self.experts:
+            if isinstance(expert, Learned):
+                expert.load_state(fitted[expert.name])
+        self._min_history = int(state["min_history"])
+        self._fitted_costs = costs
+        self._fitted_seen = seen
+        self.reset()
+        return self
 
 
 def reference_policies(model: str = DEFAULT_MODEL) -> list[Policy]:
@@ -465,4 +805,5 @@ def reference_policies(model: str = DEFAULT_MODEL) -> list[Policy]:
         SkiRental("5m", model),
         Selective1h(1.0, model),
         Learned(model),
+        Tracking(model),
     ]

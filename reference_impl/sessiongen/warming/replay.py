@@ -292,6 +292,7 @@ def _client(
             gap=at - requests[p].at if p >= 0 else None,
             previous_tokens=tokens_of[p] if p >= 0 else 0,
             readable_tokens=tokens_of[p] if p >= 0 and extends[i] and believed[p] >= at else 0,
+            extends=extends[i],
         )
         policy.observe(request, history)
         decision = policy.decide(request, history)

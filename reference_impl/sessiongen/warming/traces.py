@@ -143,6 +143,42 @@ class Trace:
             grouped.setdefault(request.session, []).append(request)
         return {session: tuple(requests) for session, requests in grouped.items()}
 
+    def split(self, fraction: float) -> tuple[Trace, Trace]:
+        """The trace cut by session in time order: the sessions that start first, holding
+        at most `fraction` of the requests, then the rest (`name-fit`, `name-held-back`).
+        No session is cut; the held-back part keeps at least one session. Warm entries go
+        with their request."""
+        if not 0.0 <= fraction < 1.0:
+            raise ValueError(f"the fit fraction must be in [0, 1), got {fraction!r}")
+        sizes: dict[str, int] = {}
+        for request in self.requests:  # in time order, so sessions in order of their start
+            sizes[request.session] = sizes.get(request.session, 0) + 1
+        budget = fraction * len(self.requests)
+        fitted: set[str] = set()
+        taken = 0
+        for session, size in list(sizes.items())[:-1]:
+            if taken + size > budget:
+                break
+            fitted.add(session)
+            taken += size
+        parts: tuple[list[int], list[int]] = ([], [])
+        for i, request in enumerate(self.requests):
+            parts[request.session not in fitted].append(i)
+        fit, held = (
+            self._subset(f"{self.name}-{tag}", part)
+            for tag, part in zip(("fit", "held-back"), parts, strict=True)
+        )
+        return fit, held
+
+    def _subset(self, name: str, indexes: list[int]) -> Trace:
+        position = {old: new for new, old in enumerate(indexes)}
+        warm = tuple(
+            WarmEntry(position[w.request], w.block, w.ttl)
+            for w in self.warm
+            if w.request in position
+        )
+        return Trace(name, tuple(self.requests[i] for i in indexes), warm)
+
     def reuse_gaps(self) -> tuple[float | None, ...]:
         """For each request (aligned with `requests`), the seconds until the next request of
         its session, or None for a session's last request: how long its prefix must stay

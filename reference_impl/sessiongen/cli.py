@@ -82,6 +82,17 @@ def seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
 
 
+def fit_fraction(text: str) -> float:
+    """An argparse type: the share of a trace the learning policies fit on, 0 to below 1."""
+    try:
+        number = float(text)
+    except ValueError:
+        number = -1.0
+    if not 0.0 <= number < 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to below 1, got {text!r}")
+    return number
+
+
 def base_url(text: str) -> str:
     """An argparse type: an http(s) URL with a host."""
     from ._probe import check_base_url
@@ -189,6 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="DIR",
         help="the directory new sessions' tools work in (default: none; tool calls then "
         "answer that the session has no workspace)",
+    )
+    server.add_argument(
+        "--warming-policy",
+        type=Path,
+        metavar="FILE",
+        help="the warming keeper's policy, as `experiment warming --save-policy` saved it "
+        "(default: tracking, fitted on generated coding-agent turns)",
     )
 
     emulator = commands.add_parser(
@@ -311,6 +329,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     warming.add_argument(
         "--out", type=Path, required=True, metavar="DIR", help="where to write (created)"
     )
+    warming.add_argument(
+        "--fit-fraction",
+        type=fit_fraction,
+        default=0.5,
+        metavar="F",
+        help="fit the learning policies on the sessions that start first, holding this share "
+        "of the requests, and price every policy on the rest (0 to below 1; default 0.5; "
+        "0: no fitting, the whole trace)",
+    )
+    warming.add_argument(
+        "--save-policy",
+        type=Path,
+        metavar="FILE",
+        help="also write the default policy, fitted on the whole trace, here (JSON; for "
+        "`sessiongen serve --warming-policy`)",
+    )
 
     bench = commands.add_parser(
         "bench",
@@ -431,7 +465,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             warming.error("argument --seed: only with --generate")
         if args.generate is not None and args.format is not None:
             warming.error("argument --format: only with --trace")
-        return _warming_experiment(args.trace, args.format, args.generate, args.seed, args.out)
+        return _warming_experiment(
+            args.trace,
+            args.format,
+            args.generate,
+            args.seed,
+            args.out,
+            args.fit_fraction,
+            args.save_policy,
+        )
     if args.command == "demo":
         from ._demo import print_demo
 
@@ -441,7 +483,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
         if args.token == "":
             server.error("argument --token: must not be empty")
-        return _serve(server, args.host, args.port, args.db, args.provider, token, args.workspace)
+        return _serve(
+            server,
+            args.host,
+            args.port,
+            args.db,
+            args.provider,
+            token,
+            args.workspace,
+            args.warming_policy,
+        )
     if args.emulator_command == "probe":
         served = [
             option
@@ -518,20 +569,40 @@ def _serve(
     provider: str,
     token: str | None,
     workspace: Path | None,
+    warming_policy: Path | None = None,
 ) -> int:
-    """`sessiongen serve`: refuse an unprotected public bind (exit 2) before anything else,
-    then serve until interrupted; a port in use or an unopenable store is exit 1."""
+    """`sessiongen serve`: refuse an unprotected public bind or an unreadable policy file
+    (exit 2) before anything else, then serve until interrupted; a port in use or an
+    unopenable store is exit 1."""
     import sqlite3
 
     from .plugins import PluginLoadError
     from .server.serve import InsecureBind, check_bind, serve
+    from .warming.keeper import FromPolicy, KeeperPolicy
+    from .warming.saved import PolicyFileError, load_policy
 
     try:
         check_bind(host, token)
     except InsecureBind as exc:
         parser.error(str(exc))
+    policy: KeeperPolicy | None = None
+    if warming_policy is not None:
+        try:
+            policy = FromPolicy(load_policy(warming_policy))
+        except PolicyFileError as exc:
+            parser.error(f"argument --warming-policy: {exc}")
+        except OSError as exc:
+            parser.error(f"argument --warming-policy: {exc.filename}: {exc.strerror}")
     try:
-        serve(host, port, db, cast("Provider", provider), token, workspace=workspace)
+        serve(
+            host,
+            port,
+            db,
+            cast("Provider", provider),
+            token,
+            workspace=workspace,
+            warming_policy=policy,
+        )
     except OSError as exc:  # serve checks the address before it serves, so this is binding
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         return _error(f"cannot bind {address}: {exc.strerror or exc}")
@@ -556,7 +627,13 @@ def _load(trace_path: Path | None, format: str, sessions: int | None, seed: int 
 
 
 def _warming_experiment(
-    trace_path: Path | None, format: str, sessions: int | None, seed: int | None, out: Path
+    trace_path: Path | None,
+    format: str,
+    sessions: int | None,
+    seed: int | None,
+    out: Path,
+    fit_fraction: float = 0.5,
+    save_policy: Path | None = None,
 ) -> int:
     """`sessiongen experiment warming`: run it under a progress bar on stderr (silent when
     stderr is not a terminal), then print the policy table and the summary on stdout."""
@@ -572,7 +649,7 @@ def _warming_experiment(
     try:
         require_matplotlib()  # before loading: a missing extra should not cost a wait
         with progress_bar(errors) as bar:
-            total = experiment_steps()
+            total = experiment_steps(fit_fraction=fit_fraction)
             task = bar.add_task("loading the trace", total=total)
             started = False
 
@@ -586,9 +663,11 @@ def _warming_experiment(
             trace = _load(trace_path, format, sessions, seed)
             if not trace.requests:
                 raise ValueError(f"{where}: the {format} trace has no requests: nothing to compare")
-            total = experiment_steps(trace)
+            total = experiment_steps(trace, fit_fraction=fit_fraction)
             bar.update(task, total=total)
-            result = run_warming_experiment(trace, out, progress=step)
+            result = run_warming_experiment(
+                trace, out, fit_fraction=fit_fraction, save_policy=save_policy, progress=step
+            )
             bar.update(task, completed=total)
     except PlotsUnavailable as exc:
         return _error(str(exc))
@@ -635,7 +714,7 @@ def _print_table(result: ExperimentResult) -> None:
     view.add_column("pings", justify="right")
     for row in table.rows:
         view.add_row(
-            Text(row.policy),
+            Text(f"{row.policy} (default)" if row.default else row.policy),
             "yes" if row.online else "no",
             f"{row.cost:,.4f}",
             f"{row.ratio_to_optimum:.3f}",
@@ -644,11 +723,26 @@ def _print_table(result: ExperimentResult) -> None:
     out = Console(highlight=False, markup=False)
     out.print(view)
     best = table.best_online()
+    if table.part == "held_back":
+        where = (
+            f"held-back part {table.trace}: {table.requests:,} requests, {table.sessions:,} "
+            f"sessions (learning policies fitted on the {table.fitted_sessions:,} sessions "
+            "before it)"
+        )
+    else:
+        where = f"trace {table.trace}: {table.requests:,} requests, {table.sessions:,} sessions"
     out.print(
         f"best online policy: {best.policy}, ratio {best.ratio_to_optimum:.3f} to the optimum; "
-        f"trace {table.trace}: {table.requests:,} requests, {table.sessions:,} sessions",
+        f"{where}",
         soft_wrap=True,
     )
+    default = table.default_row()
+    if default is not None:
+        out.print(
+            f"default policy ({default.policy}): ratio {default.ratio_to_optimum:.3f}, "
+            f"{default.cost / best.cost:.3f} of the best online policy's cost",
+            soft_wrap=True,
+        )
     if table.calibration is not None:
         out.print(table.calibration.line(), soft_wrap=True)
     out.print("wrote: " + ", ".join(str(p) for p in result.paths), soft_wrap=True)

@@ -36,8 +36,9 @@ from ..emulator import EmulatorState, VirtualClock
 from ..emulator import create_app as create_emulator_app
 from ..model import Agent
 from ..plugins import PluginHost, load_plugins, request_hook
+from ..plugins.warming import WarmingPlugin
 from ..sample import SAMPLE_AGENT
-from ..warming.keeper import MonotonicClock
+from ..warming.keeper import KeeperPolicy, MonotonicClock
 from .app import create_app
 
 if TYPE_CHECKING:
@@ -124,12 +125,18 @@ async def serve_async(
     workspace: str | Path | None = None,
     log_level: str = "info",
     agents: Sequence[Agent] = (SAMPLE_AGENT,),
+    warming_policy: KeeperPolicy | None = None,
 ) -> None:
     """`serve` on the running event loop: returns when uvicorn stops (Ctrl-C, SIGTERM).
-    `agents`: the agents sessions can use (the sample agent by default)."""
+    `agents`: the agents sessions can use (the sample agent by default); `warming_policy`:
+    the keeper's policy (`default_policy()` when None)."""
     check_bind(host, token)
     probe(host, port)
     pm = load_plugins()  # before the store: a plugin that fails to load leaves nothing open
+    if warming_policy is not None:
+        warming = pm.get_plugin("warming")
+        if isinstance(warming, WarmingPlugin):
+            warming.policy = warming_policy
     store = SessionStore(db)
     try:
         async with _llm(provider) as (llm, described):
@@ -169,8 +176,11 @@ def serve(
     *,
     workspace: str | Path | None = None,
     log_level: str = "info",
+    warming_policy: KeeperPolicy | None = None,
 ) -> None:
     """Serve sessions over HTTP until interrupted (what `sessiongen serve` calls).
+    `warming_policy`: the keeper's policy, e.g. `FromPolicy(load_policy(path))` for a policy
+    `sessiongen experiment warming --save-policy` fitted (`default_policy()` when None).
 
     Before serving it raises `InsecureBind` (a ValueError) for a non-loopback `host`
     without `token`, `ValueError` for a port outside 1..65535 or a `workspace` that is not
@@ -186,7 +196,16 @@ def serve(
     if workspace is not None and not Path(workspace).is_dir():
         raise ValueError(f"workspace {str(workspace)!r} is not an existing directory")
     asyncio.run(
-        serve_async(host, port, db, provider, token, workspace=workspace, log_level=log_level)
+        serve_async(
+            host,
+            port,
+            db,
+            provider,
+            token,
+            workspace=workspace,
+            log_level=log_level,
+            warming_policy=warming_policy,
+        )
     )
 
 

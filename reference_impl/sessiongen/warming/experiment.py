@@ -10,13 +10,21 @@ the same ones. Costs are prompt costs (output tokens excluded; see `warming.repo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..cache import TTL
-from . import plots
-from .calibration import has_recorded_usage
-from .policies import DEFAULT_MODEL, reference_policies
+from . import plots, saved
+from .calibration import calibrate, has_recorded_usage
+from .policies import (
+    DEFAULT_MODEL,
+    DEFAULT_POLICY,
+    AsRecorded,
+    Learned,
+    Policy,
+    Tracking,
+    reference_policies,
+)
 from .replay import prepare
 from .report import (
     IntervalRow,
@@ -24,6 +32,7 @@ from .report import (
     Progress,
     compare_policies,
     default_intervals,
+    fit_policies,
     reuse_gaps,
     sweep_intervals,
     write_csv,
@@ -71,37 +80,78 @@ class ExperimentResult:
         return tuple(p for p in (*tables, *figures) if p is not None)
 
 
-def experiment_steps(trace: Trace | None = None, model: str = DEFAULT_MODEL) -> int:
-    """How many times `run_warming_experiment` calls `progress` on `trace`: the optimum, the
-    lower bound, each policy (`as_recorded` too where the trace has recorded usage), each
-    sweep point and the writing; a progress bar's total."""
+FIT_FRACTION = 0.5
+"""The default share of a trace's requests (whole sessions, in time order) the learning
+policies are fitted on; the table prices every policy on the rest."""
+FIT_STEP = "fitting the learning policies"
+
+
+def experiment_steps(
+    trace: Trace | None = None, model: str = DEFAULT_MODEL, fit_fraction: float = FIT_FRACTION
+) -> int:
+    """How many times `run_warming_experiment` calls `progress` on `trace`: the fitting, the
+    optimum, the lower bound, each policy (`as_recorded` too where the trace has recorded
+    usage), each sweep point and the writing; a progress bar's total."""
     sweeps = sum(len(default_intervals(ttl)) for ttl, _ in SWEEPS)
     recorded = trace is not None and has_recorded_usage(trace)
-    return 2 + len(reference_policies(model)) + int(recorded) + sweeps + 1
+    fitting = int(fit_fraction > 0)
+    return fitting + 2 + len(reference_policies(model)) + int(recorded) + sweeps + 1
 
 
 def run_warming_experiment(
-    trace: Trace, out_dir: str | Path, *, progress: Progress | None = None
+    trace: Trace,
+    out_dir: str | Path,
+    *,
+    fit_fraction: float = FIT_FRACTION,
+    save_policy: str | Path | None = None,
+    progress: Progress | None = None,
 ) -> ExperimentResult:
-    """Compare the reference policies on `trace`, sweep ping intervals for 5m and 1h, and
-    write `policies.csv`, `intervals.csv` and the three PNGs into `out_dir` (created if
-    missing); with recorded usage also `calibration.csv` and `calibration.png`. `progress` is called with each step's name before it runs.
+    """Fit the learning policies on the first `fit_fraction` of `trace` (whole sessions in
+    time order, `Trace.split`), compare every reference policy on the part held back, sweep
+    ping intervals for 5m and 1h on it, and write `policies.csv`, `intervals.csv` and the
+    three PNGs into `out_dir` (created if missing); with recorded usage also
+    `calibration.csv` and `calibration.png` (on the whole trace: calibration fits nothing).
+    `fit_fraction` 0 prices the whole trace with unfitted policies. `save_policy` writes the
+    default policy there, fitted on the whole trace (`warming.saved`): the held-back figures
+    say how well fitting does on data it has not seen. `progress` is called with each step's
+    name before it runs.
 
     Raises ValueError for a trace without requests or prompt tokens (no ratio to the optimum
-    exists), PlotsUnavailable without matplotlib and OSError when `out_dir` cannot be made;
-    all three before the slow part, so a mistake costs no wait.
+    exists) or a fraction outside [0, 1), PlotsUnavailable without matplotlib and OSError
+    when `out_dir` cannot be made; all before the slow part, so a mistake costs no wait.
     """
     if not trace.requests:
         raise ValueError(f"the trace {trace.name!r} has no requests: nothing to compare")
     if not any(r.input_tokens for r in trace.requests):
         raise ValueError(f"the trace {trace.name!r} has no prompt tokens: nothing to cache")
+    if not 0.0 <= fit_fraction < 1.0:
+        raise ValueError(f"the fit fraction must be at least 0 and below 1, got {fit_fraction!r}")
     plots.require_matplotlib()
     out = Path(out_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     step = progress or (lambda _: None)
 
+    policies = reference_policies()
+    whole = trace
+    fitted_sessions = 0
+    part = "whole"
+    if fit_fraction > 0:
+        step(FIT_STEP)
+        fit, trace = whole.split(fit_fraction)
+        fit_policies(policies, fit)
+        fitted_sessions = len({r.session for r in fit.requests})
+        part = "held_back"
+    if save_policy is not None:  # fitted on the whole trace: the held-back part is evidence too
+        default = next(p for p in reference_policies() if p.name == DEFAULT_POLICY)
+        assert isinstance(default, Tracking | Learned)
+        saved.save_policy(default.fit(whole), save_policy)
     prepared = prepare(trace)  # once: the policies, the optimum and the sweeps share it
-    table = compare_policies(prepared, progress=step)
+    chosen: list[Policy] = [*policies, AsRecorded()] if has_recorded_usage(trace) else policies
+    table = compare_policies(
+        prepared, chosen, progress=step, part=part, fitted_sessions=fitted_sessions
+    )
+    if part != "whole" and table.calibration is not None:
+        table = replace(table, calibration=calibrate(prepare(whole)))
     best = table.row("optimum").cost
     intervals = tuple(
         row

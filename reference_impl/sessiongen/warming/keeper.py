@@ -10,8 +10,10 @@ and starts a new one. The policy decides when to stop.
 The policies are the replay's (`warming.policies`), run through `FromPolicy`: after each
 turn the policy sees the turn as a trace request and decides how many pings the idle gap
 is worth; the keeper spaces them by the honoured TTL. The default, `default_policy()`, is
-the policy that came out cheapest online in the replays (notebook 03): `Learned`, fitted on
-a prior of generated coding-agent turns and learning on from the turns it watches.
+`Tracking` (`warming.policies.DEFAULT_POLICY`): it follows whichever of its expert policies
+(`Learned` among them) has cost least on the turns it has watched, starting from a prior of
+generated coding-agent turns; `sessiongen serve --warming-policy FILE` runs one fitted on
+your own trace instead.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ..errors import SessiongenError, SessionNotFound
 from ..llm.types import Usage
 from ..model import AssistantMessage
 from .generator import SessionMix, generate_sessions
-from .policies import PING_MARGIN, History, Learned, Policy
+from .policies import PING_MARGIN, History, Policy, Tracking
 from .traces import TraceRequest
 
 KEEPALIVE_PROMPT = "Keep-alive: no answer is needed."
@@ -171,12 +173,15 @@ PRIOR_SESSIONS = 1000
 
 
 def default_policy() -> FromPolicy:
-    """The keeper's default: `Learned` (the cheapest online policy in the replays, notebook
-    03) with a prior of the human gaps of `PRIOR_SESSIONS` generated coding-agent sessions
-    (seed 0, tool loops left out: the keeper decides after turns, never between Steps), so
-    it pings from the first turn and learns the watched workload's own gaps from then on."""
+    """The keeper's default (`warming.policies.DEFAULT_POLICY`): `Tracking`, which follows
+    whichever of its expert policies has cost least on the turns it has seen, fitted on a
+    prior of the human gaps of `PRIOR_SESSIONS` generated coding-agent sessions (seed 0,
+    tool loops left out: the keeper decides after turns, never between Steps), so it pings
+    from the first turn and learns the watched workload from then on. A policy fitted on
+    your own trace: `FromPolicy(load_policy(path))` (`warming.saved`)."""
     turns_only = SessionMix(tool_step_p=0.0)
-    return FromPolicy(Learned().fit(generate_sessions(PRIOR_SESSIONS, seed=0, mix=turns_only)))
+    prior = generate_sessions(PRIOR_SESSIONS, seed=0, mix=turns_only)
+    return FromPolicy(Tracking().fit(prior))
 
 
 @dataclass(frozen=True)

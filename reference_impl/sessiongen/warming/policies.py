@@ -762,7 +762,9 @@ class Tracking(_Base):
         return {
             "experts": list(self.expert_names),
             "min_history": self._min_history,
+            "margin": self._margin,
             "seen": self._fitted_seen,
+            "leader": self.experts[self._fitted_leader].name,
             "costs": list(self._fitted_costs),
             "fitted": {e.name: e.state() for e in self.experts if isinstance(e, Learned)},
         }
@@ -784,11 +786,23 @@ class Tracking(_Base):
         for expert in self.experts:
             if isinstance(expert, Learned):
                 expert.load_state(fitted[expert.name])
+        if state["leader"] not in self.expert_names:
+            raise ValueError(f"tracking.leader: {state['leader']!r} is not one of the experts")
+        margin = float(state["margin"])
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"tracking.margin: in [0, 1), got {margin!r}")
         self._min_history = int(state["min_history"])
+        self._margin = margin
+        self._fitted_leader = self.expert_names.index(state["leader"])
         self._fitted_costs = costs
         self._fitted_seen = seen
         self.reset()
         return self
+
+
+DEFAULT_POLICY = "tracking"
+"""The keeper's default policy (`warming.keeper.default_policy`), marked in every policy
+table: `Tracking`, which follows whichever of its experts has cost least on the workload."""
 
 
 def reference_policies(model: str = DEFAULT_MODEL) -> list[Policy]:

@@ -23,7 +23,15 @@ from typing import Any
 from ..cache import TTL, TTL_SECONDS
 from .calibration import Calibration, calibrate, has_recorded_usage
 from .optimum import Optimum, lower_bound, optimum
-from .policies import DEFAULT_MODEL, PING_MARGIN, AsRecorded, Fixed, Policy, reference_policies
+from .policies import (
+    DEFAULT_MODEL,
+    DEFAULT_POLICY,
+    PING_MARGIN,
+    AsRecorded,
+    Fixed,
+    Policy,
+    reference_policies,
+)
 from .replay import PreparedTrace, ReplayResult, prepare, replay
 from .traces import Trace
 
@@ -48,6 +56,14 @@ class PolicyRow:
     real_cost: float | None = None
     real_cache_read_tokens: int | None = None
     real_cache_write_tokens: int | None = None
+    part: str = "whole"
+    """Which part of the trace the row is priced on: `held_back` (the learning policies
+    were fitted on the part before it) or `whole`."""
+    default: bool = False
+    """Whether this is the keeper's default policy (`DEFAULT_POLICY`)."""
+
+
+PARTS = ("whole", "held_back")
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,10 @@ class PolicyTable:
     output_unknown: int = 0
     """Requests whose output count is not known (a placeholder in the log): then
     `output_cost` is not what their output cost."""
+    part: str = "whole"
+    """The part of the trace every row is priced on (`PolicyRow.part`)."""
+    fitted_sessions: int = 0
+    """Sessions the learning policies were fitted on before the priced part (0: none)."""
 
     def row(self, policy: str) -> PolicyRow:
         """The row named `policy` (KeyError naming the rows there are)."""
@@ -79,6 +99,10 @@ class PolicyTable:
     def best_online(self) -> PolicyRow:
         """The cheapest online policy: one a live client could run."""
         return min((r for r in self.rows if r.online), key=lambda r: r.cost)
+
+    def default_row(self) -> PolicyRow | None:
+        """The keeper's default policy's row, if the table has one."""
+        return next((r for r in self.rows if r.default), None)
 
 
 def prompt_cost(result: ReplayResult) -> float:
@@ -111,11 +135,17 @@ def compare_policies(
     *,
     model: str = DEFAULT_MODEL,
     progress: Progress | None = None,
+    part: str = "whole",
+    fitted_sessions: int = 0,
 ) -> PolicyTable:
     """Replay every policy (default: `reference_policies`) over `trace` and price each
     against the offline optimum; add the optimum and the lower bound as rows. A trace that
     carries recorded usage also gets the `as_recorded` row (by default, or when an
-    `AsRecorded` policy is given) with its `real_` columns, and the table its calibration."""
+    `AsRecorded` policy is given) with its `real_` columns, and the table its calibration.
+    `part` names the part of a split trace `trace` is (`PARTS`), and `fitted_sessions` how
+    many sessions before it the learning policies were fitted on (`fit_policies`)."""
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     recorded = has_recorded_usage(prepared.trace)
     chosen = list(policies) if policies is not None else reference_policies(model)
@@ -152,6 +182,7 @@ def compare_policies(
     rows.append(
         PolicyRow("lower_bound", False, bound - output, (bound - output) / floor, 0, 0, 0, 0)
     )
+    rows = [dataclasses.replace(r, part=part, default=r.policy == DEFAULT_POLICY) for r in rows]
     rows.sort(key=lambda r: r.cost)
     sessions = len({r.session for r in prepared.trace.requests})
     return PolicyTable(
@@ -164,7 +195,19 @@ def compare_policies(
         output,
         calibration,
         sum(1 for r in prepared.trace.requests if not r.output_known),
+        part,
+        fitted_sessions,
     )
+
+
+def fit_policies(policies: Sequence[Policy], trace: Trace) -> list[Policy]:
+    """Fit every policy that learns (has `fit`) on `trace`, in place; returns the policies.
+    A trace without requests fits nothing."""
+    for policy in policies:
+        fit = getattr(policy, "fit", None)
+        if fit is not None and trace.requests:
+            fit(trace)
+    return list(policies)
 
 
 @dataclass(frozen=True)

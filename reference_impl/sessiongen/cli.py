@@ -714,7 +714,7 @@ def _print_table(result: ExperimentResult) -> None:
     view.add_column("pings", justify="right")
     for row in table.rows:
         view.add_row(
-            Text(f"{row.policy} (default)" if row.default else row.policy),
+            Text(row.policy),
             "yes" if row.online else "no",
             f"{row.cost:,.4f}",
             f"{row.ratio_to_optimum:.3f}",

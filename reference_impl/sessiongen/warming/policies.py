@@ -585,7 +585,6 @@ class Tracking(_Base):
         self._margin = margin
         self._fitted_costs = [0.0] * len(self.experts)
         self._fitted_seen = 0
-        self._fitted_leader = 0
         self.reset()
 
     @property
@@ -613,7 +612,6 @@ class Tracking(_Base):
         self._quiet_from = 0
         self._decisions: tuple[Decision, ...] = ()
         self._following: dict[str, int] = {}  # session -> the expert it follows
-        self._leader = self._fitted_leader
 
     # --- the shadow replay ----------------------------------------------------------------
 
@@ -699,16 +697,15 @@ class Tracking(_Base):
     # --- deciding -------------------------------------------------------------------------
 
     def _lead(self) -> int:
-        """The expert new sessions follow: the cheapest so far, if it beats the one followed
-        until now by `margin` of its cost (else that one); the first expert before
-        `min_history` requests."""
+        """The expert new sessions follow: the cheapest so far if it beats the first expert
+        (the default) by `margin` of that one's cost, else the first; the first, too, before
+        `min_history` requests. The margin keeps near-ties, which a few sessions decide by
+        chance, on the default."""
         if self._seen < self._min_history:
             return 0
         costs = self._costs
         best = min(range(len(costs)), key=costs.__getitem__)
-        if costs[best] < costs[self._leader] * (1.0 - self._margin):
-            self._leader = best
-        return self._leader
+        return best if costs[best] < costs[0] * (1.0 - self._margin) else 0
 
     def decide(self, request: TraceRequest, history: History) -> Decision:
         """The decision, on this request (observed just before), of the expert the session
@@ -725,16 +722,22 @@ class Tracking(_Base):
         return self._decisions[expert]
 
     def decide_for(self, ttl: TTL, request: TraceRequest, history: History) -> Decision:
-        """The leader's pings for an entry someone else gave `ttl` (the live keeper: the
-        agent's cache policy chose the TTL): the leader's own `decide_for` where it has one,
-        else its number of pings, spaced for `ttl`."""
-        leader = self.experts[self._lead()]
-        planner = getattr(leader, "decide_for", None)
-        if planner is not None:
-            decision: Decision = planner(ttl, request, history)
-            return decision
-        count = len(self._decisions[self._lead()].ping_offsets)
-        return Decision(ttl, _just_before_expiry(ttl, float("inf"))[:count] if count else ())
+        """The pings for an entry someone else gave `ttl` (the live keeper: the agent's cache
+        policy chose the TTL, so what is left to choose is the pings): the leader's own
+        `decide_for` where it has one; the leader's pings where it chose `ttl` itself; else
+        (a leader such as `selective_1h` wins by a TTL choice that is not the keeper's to
+        make) the `decide_for` of the cheapest expert that has one."""
+        lead = self._lead()
+        planner = getattr(self.experts[lead], "decide_for", None)
+        if planner is None and self._decisions[lead].ttl == ttl:
+            return self._decisions[lead]
+        if planner is None:
+            planners = [k for k, e in enumerate(self.experts) if hasattr(e, "decide_for")]
+            if not planners:
+                return Decision(ttl)
+            planner = self.experts[min(planners, key=self._costs.__getitem__)].decide_for  # type: ignore[attr-defined]
+        decision: Decision = planner(ttl, request, history)
+        return decision
 
     # --- fitting and saving ---------------------------------------------------------------
 
@@ -753,7 +756,6 @@ class Tracking(_Base):
         self._sweep(float("inf"))
         self._fitted_costs = list(self._costs)
         self._fitted_seen = self._seen
-        self._fitted_leader = self._lead()
         self.reset()
         return self
 
@@ -764,7 +766,6 @@ class Tracking(_Base):
             "min_history": self._min_history,
             "margin": self._margin,
             "seen": self._fitted_seen,
-            "leader": self.experts[self._fitted_leader].name,
             "costs": list(self._fitted_costs),
             "fitted": {e.name: e.state() for e in self.experts if isinstance(e, Learned)},
         }
@@ -786,14 +787,11 @@ class Tracking(_Base):
         for expert in self.experts:
             if isinstance(expert, Learned):
                 expert.load_state(fitted[expert.name])
-        if state["leader"] not in self.expert_names:
-            raise ValueError(f"tracking.leader: {state['leader']!r} is not one of the experts")
         margin = float(state["margin"])
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"tracking.margin: in [0, 1), got {margin!r}")
         self._min_history = int(state["min_history"])
         self._margin = margin
-        self._fitted_leader = self.expert_names.index(state["leader"])
         self._fitted_costs = costs
         self._fitted_seen = seen
         self.reset()

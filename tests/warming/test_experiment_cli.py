@@ -23,7 +23,10 @@ from sessiongen.cli import main
 from sessiongen.warming.calibration import has_recorded_usage
 from sessiongen.warming.experiment import experiment_steps, run_warming_experiment
 from sessiongen.warming.formats import FORMATS, load_trace
+from sessiongen.warming.generator import generate_sessions
+from sessiongen.warming.policies import DEFAULT_POLICY, Tracking
 from sessiongen.warming.report import REFERENCE_ROWS, default_intervals
+from sessiongen.warming.saved import load_policy, policy_document
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -41,6 +44,8 @@ POLICY_COLUMNS = [
     "real_cost",
     "real_cache_read_tokens",
     "real_cache_write_tokens",
+    "part",
+    "default",
 ]
 FIXTURE_TRACES = {
     "mooncake": FIXTURES / "mooncake_small.jsonl",
@@ -95,7 +100,40 @@ def test_the_summary_names_the_best_online_policy_and_the_trace(generated: Run) 
     best = min(online, key=lambda row: float(row["cost"]))
     ratio = float(best["ratio_to_optimum"])
     assert summary.startswith(f"best online policy: {best['policy']}, ratio {ratio:.3f} ")
+    # By default the table is the part held back from fitting: it says so, and how much.
+    held = [row for row in generated.rows() if row["policy"] == "optimum"]
+    sessions = held and int(generated.out.split(" sessions (learning")[0].rsplit(" ", 1)[1])
+    assert "held-back part generated-6-seed1-held-back: " in summary
+    assert summary.endswith(f"(learning policies fitted on the {6 - sessions} sessions before it)")
+    (default,) = [line for line in generated.out.splitlines() if line.startswith("default policy")]
+    row = next(r for r in generated.rows() if r["default"] == "true")
+    ratio = float(row["ratio_to_optimum"])
+    assert default.startswith(f"default policy ({row['policy']}): ratio {ratio:.3f}, ")
+
+
+def test_the_table_is_on_the_held_back_part_and_marks_the_default(generated: Run) -> None:
+    rows = generated.rows()
+    assert {row["part"] for row in rows} == {"held_back"}
+    assert [row["policy"] for row in rows if row["default"] == "true"] == [DEFAULT_POLICY]
+    assert {row["default"] for row in rows} == {"true", "false"}
+
+
+def test_fit_fraction_zero_prices_the_whole_trace(tmp_path: Path) -> None:
+    run = _run("--generate", "6", "--seed", "1", "--fit-fraction", "0", out=tmp_path)
+    assert run.code == 0, run.err
+    assert {row["part"] for row in run.rows()} == {"whole"}
+    (summary,) = [line for line in run.out.splitlines() if line.startswith("best online")]
     assert "trace generated-6-seed1: " in summary and summary.endswith(" 6 sessions")
+
+
+def test_save_policy_writes_the_default_fitted_on_the_whole_trace(tmp_path: Path) -> None:
+    saved = tmp_path / "policy.json"
+    run = _run("--generate", "6", "--seed", "1", "--save-policy", str(saved), out=tmp_path)
+    assert run.code == 0, run.err
+    loaded = load_policy(saved)
+    assert loaded.name == DEFAULT_POLICY
+    expected = Tracking().fit(generate_sessions(6, seed=1))
+    assert policy_document(loaded) == policy_document(expected)
 
 
 def test_policies_csv_has_the_columns_and_the_reference_rows(generated: Run) -> None:
@@ -235,6 +273,10 @@ def test_an_empty_trace_is_a_one_line_error(
         (["--trace", "t.jsonl"], "argument --format: required with --trace"),
         (["--generate", "5", "--format", "events"], "argument --format: only with --trace"),
         ([], "one of the arguments --trace --generate is required"),
+        *(
+            (["--generate", "5", "--fit-fraction", value], "argument --fit-fraction: must be a")
+            for value in ("1", "1.5", "-0.1", "half", "nan")
+        ),
     ],
 )
 def test_bad_arguments_are_one_line_usage_errors(
@@ -288,8 +330,9 @@ def test_progress_is_called_once_per_step_of_the_bar(tmp_path: Path) -> None:
     result = run_warming_experiment(trace, tmp_path, progress=steps.append)
     assert len(steps) == experiment_steps()
     names = {row.policy for row in result.table.rows} - {"optimum", "lower_bound"}
-    assert steps[:2] == ["optimum", "lower_bound"] and set(steps[2 : 2 + len(names)]) == names
-    assert steps[2 + len(names)] == "5m_every_15s" and steps[-1] == "writing tables and plots"
+    assert steps[:3] == ["fitting the learning policies", "optimum", "lower_bound"]
+    assert set(steps[3 : 3 + len(names)]) == names
+    assert steps[3 + len(names)] == "5m_every_15s" and steps[-1] == "writing tables and plots"
     assert all(path.stat().st_size > 0 for path in result.paths)
 
 
@@ -297,9 +340,13 @@ def test_progress_is_called_once_per_step_of_the_bar(tmp_path: Path) -> None:
     not MOONCAKE_FIRST_HALF.exists(),
     reason=f"the Mooncake trace is not at {MOONCAKE_FIRST_HALF} (kept outside the repository)",
 )
-def test_on_the_mooncake_first_half_learned_beats_5m(tmp_path: Path) -> None:
+def test_on_the_mooncake_first_half_the_default_beats_5m_on_the_held_back_part(
+    tmp_path: Path,
+) -> None:
     run = _run("--trace", str(MOONCAKE_FIRST_HALF), "--format", "mooncake", out=tmp_path)
     assert run.code == 0, run.err
     costs = run.costs()
-    assert costs["learned"] < costs["5m"]
-    assert "5,719 requests" in run.out
+    assert costs[DEFAULT_POLICY] < costs["5m"] and costs["learned"] < costs["5m"]
+    fit, held = load_trace(MOONCAKE_FIRST_HALF, "mooncake").split(0.5)
+    assert f"{len(held.requests):,} requests" in run.out
+    assert f"fitted on the {len({r.session for r in fit.requests}):,} sessions" in run.out

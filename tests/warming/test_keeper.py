@@ -5,6 +5,7 @@ cached exactly the prefix the next turn reads, without touching the Session stor
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from sessiongen import ContextOverflow, LLMRequest, RequestInfo
@@ -19,7 +20,9 @@ from sessiongen.warming.keeper import (
     WarmingKeeper,
     default_policy,
 )
-from sessiongen.warming.policies import Decision, History, Learned
+from sessiongen.warming.generator import SessionMix, generate_sessions
+from sessiongen.warming.policies import Decision, History, Learned, Tracking
+from sessiongen.warming.saved import load_policy, save_policy
 from sessiongen.warming.traces import TraceRequest
 
 ANSWER = {"text": "src/app.py defines add() and mean()."}
@@ -223,15 +226,15 @@ async def test_the_policy_sees_each_turn_as_a_trace_request(lab: EmulatorLab) ->
 
 
 @pytest.mark.clause("SG-KEEP-4")
-async def test_the_default_is_the_learned_policy_and_stops_by_its_cost_rule(
+async def test_the_default_is_tracking_and_stops_by_its_cost_rule(
     lab: EmulatorLab,
 ) -> None:
-    """The default keeper policy is Learned with a prior: it pings as many times as its
-    expected-cost plan says for the turn, then stops."""
+    """The default keeper policy is Tracking with a prior: it pings as many times as the
+    plan of its expert for the honoured TTL says for the turn, then stops."""
     default = default_policy()
-    assert isinstance(default.policy, Learned)
+    assert isinstance(default.policy, Tracking) and default.name == policies.DEFAULT_POLICY
     keeper = WarmingKeeper(lab.engine, clock=lab.emulator.clock)
-    assert keeper.policy.name == "learned"
+    assert keeper.policy.name == "tracking"
     sid = lab.engine.create_session("forge", workspace=lab.workspace).id
     keeper.watch(sid)
     await _turn(lab, keeper, sid, "What is in src/app.py?")
@@ -240,7 +243,7 @@ async def test_the_default_is_the_learned_policy_and_stops_by_its_cost_rule(
     request = TraceRequest(sid, 0.0, (0,), (written.read + written.write_5m,), 0)
     history = History(-1, 0, None, 0, 0)
     twin.observe(request, history)
-    planned = twin.decide(request, history)
+    planned = twin.decide_for("5m", request, history)
     pings = await keeper.advance_to(6 * 3600)
     assert len(pings) == len(planned.ping_offsets) >= 1
     assert [p.at for p in pings] == [295.0 * k for k in range(1, len(pings) + 1)]
@@ -296,7 +299,9 @@ async def test_the_default_pings_after_a_turn_that_read_the_cache(lab: EmulatorL
         TraceRequest(sid, 0.0, (0,), (first_prompt_tokens,), 0), History(-1, 0, None, 0, 0)
     )
     twin.observe(request, history)
-    assert twin.decide(request, history).ttl == "1h"  # what the bug kept the count of
+    learned = next(e for e in twin.experts if e.name == twin.leader)
+    assert isinstance(learned, Learned)  # the expert the default follows plans for a TTL
+    assert learned.decide(request, history).ttl == "1h"  # what the bug kept the count of
     planned = twin.decide_for("5m", request, history)
     pings = await keeper.advance_to(120 + 6 * 3600)
     assert len(pings) == len(planned.ping_offsets) >= 1 and all(p.hit for p in pings)
@@ -320,3 +325,28 @@ async def test_a_failed_ping_is_booked_and_ends_the_gaps_schedule(
     failed = await keeper.advance_to(3600)
     assert [e.error for e in failed] == ["the context no longer fits"]
     assert keeper.next_due() is None and keeper.ledger.entries == failed
+
+
+async def test_the_keeper_runs_a_saved_fitted_policy_on_the_virtual_clock(
+    lab: EmulatorLab, tmp_path: Path
+) -> None:
+    """A policy fitted on a trace and saved (what `experiment warming --save-policy` writes)
+    drives a keeper after loading: its pings are the loaded policy's plan for the turn, at
+    295 s steps of the emulator's virtual clock, and each reads the cached prefix."""
+    turns = generate_sessions(40, seed=4, mix=SessionMix(tool_step_p=0.0))
+    path = save_policy(Tracking().fit(turns), tmp_path / "p.json")
+    keeper = WarmingKeeper(
+        lab.engine, clock=lab.emulator.clock, policy=FromPolicy(load_policy(path))
+    )
+    sid = lab.engine.create_session("forge", workspace=lab.workspace).id
+    keeper.watch(sid)
+    await _turn(lab, keeper, sid, "What is in src/app.py?")
+    written = lab.last_usage()
+    twin = load_policy(path)
+    request = TraceRequest(sid, 0.0, (0,), (written.read + written.write_5m,), 0)
+    history = History(-1, 0, None, 0, 0)
+    twin.observe(request, history)
+    planned = twin.decide_for("5m", request, history)
+    pings = await keeper.advance_to(6 * 3600)
+    assert len(pings) == len(planned.ping_offsets) >= 1 and all(p.hit for p in pings)
+    assert [p.at for p in pings] == [295.0 * k for k in range(1, len(pings) + 1)]

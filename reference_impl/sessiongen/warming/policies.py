@@ -611,6 +611,7 @@ class Tracking(_Base):
         self._quiet: list[tuple[float, str]] = []  # (time, session) in time order
         self._quiet_from = 0
         self._decisions: tuple[Decision, ...] = ()
+        self._observed: TraceRequest | None = None  # the request `_decisions` are for
         self._following: dict[str, int] = {}  # session -> the expert it follows
 
     # --- the shadow replay ----------------------------------------------------------------
@@ -693,6 +694,7 @@ class Tracking(_Base):
         self._latest[session] = at
         self._quiet.append((at, session))
         self._decisions = tuple(decisions)
+        self._observed = request
 
     # --- deciding -------------------------------------------------------------------------
 
@@ -713,6 +715,8 @@ class Tracking(_Base):
         readable after a gap of `_QUIET` seconds or more). Switching experts within a warm
         session would mix schedules that only pay as a whole (a 1h entry pays over several
         gaps), so a session keeps its expert while its cache is warm."""
+        if self._observed is not request:  # asked without `observe`: see it first
+            self.observe(request, history)
         session = request.session
         expert = self._following.get(session)
         if expert is None or (
@@ -727,6 +731,8 @@ class Tracking(_Base):
         `decide_for` where it has one; the leader's pings where it chose `ttl` itself; else
         (a leader such as `selective_1h` wins by a TTL choice that is not the keeper's to
         make) the `decide_for` of the cheapest expert that has one."""
+        if self._observed is not request:
+            self.observe(request, history)
         lead = self._lead()
         planner = getattr(self.experts[lead], "decide_for", None)
         if planner is None and self._decisions[lead].ttl == ttl:

@@ -10,6 +10,7 @@ the same ones. Costs are prompt costs (output tokens excluded; see `warming.repo
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from .report import (
     compare_policies,
     default_intervals,
     reuse_gaps,
-    sweep_intervals,
+    sweep_interval_grid,
     write_csv,
 )
 from .traces import Trace
@@ -81,11 +82,16 @@ def experiment_steps(trace: Trace | None = None, model: str = DEFAULT_MODEL) -> 
 
 
 def run_warming_experiment(
-    trace: Trace, out_dir: str | Path, *, progress: Progress | None = None
+    trace: Trace,
+    out_dir: str | Path,
+    *,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> ExperimentResult:
     """Compare the reference policies on `trace`, sweep ping intervals for 5m and 1h, and
     write `policies.csv`, `intervals.csv` and the three PNGs into `out_dir` (created if
     missing); with recorded usage also `calibration.csv` and `calibration.png`. `progress` is called with each step's name before it runs.
+    The replays are tasks of `executor` (`warming.shards.replay_policies`).
 
     Raises ValueError for a trace without requests or prompt tokens (no ratio to the optimum
     exists), PlotsUnavailable without matplotlib and OSError when `out_dir` cannot be made;
@@ -101,12 +107,11 @@ def run_warming_experiment(
     step = progress or (lambda _: None)
 
     prepared = prepare(trace)  # once: the policies, the optimum and the sweeps share it
-    table = compare_policies(prepared, progress=step)
+    table = compare_policies(prepared, progress=step, executor=executor)
     best = table.row("optimum").cost
+    sweeps = [(ttl, horizon, None) for ttl, horizon in SWEEPS]  # both TTLs in one pass
     intervals = tuple(
-        row
-        for ttl, horizon in SWEEPS
-        for row in sweep_intervals(prepared, ttl, horizon=horizon, optimum_cost=best, progress=step)
+        sweep_interval_grid(prepared, sweeps, optimum_cost=best, progress=step, executor=executor)
     )
 
     step(WRITE_STEP)

@@ -91,6 +91,9 @@ class _Base:
     name: str = ""
     online: bool = True
     ping_may_rewrite: bool = False
+    shardable: bool = True
+    """Whether a replay may split the trace by session (`warming.shards`): False for a
+    policy whose decisions depend on other sessions' requests (one that learns)."""
 
     def reset(self) -> None:
         pass
@@ -310,6 +313,8 @@ class Learned(_Base):
     that never came back, so an empty table means "write 5m, no pings" (plain 5m caching)
     rather than "no one ever comes back", and a few dozen real sessions outweigh it.
     """
+
+    shardable = False  # it learns from every session's gaps
 
     def __init__(self, model: str = DEFAULT_MODEL, max_pings: int = 12, prior: int = 2) -> None:
         if prior < 0:

@@ -16,11 +16,11 @@ TRACE = generate_sessions(60, seed=3)
 
 
 def _keys(part: Trace) -> set[object]:
-    prepared = prepare(part)
+    """Sessions and the block ids in every breakpoint's lookback window."""
     keys: set[object] = {r.session for r in part.requests}
-    for i, hashes in enumerate(prepared.hashes):
-        for k in part.requests[i].marks:
-            keys.update(part.requests[i].blocks[max(k - LOOKBACK_WINDOW + 1, 0) : k + 1])
+    for request in part.requests:
+        for k in request.marks:
+            keys.update(request.blocks[max(k - LOOKBACK_WINDOW + 1, 0) : k + 1])
     return keys
 
 

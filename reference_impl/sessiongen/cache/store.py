@@ -147,6 +147,9 @@ class CompiledBlocks:
     breakpoints: tuple[tuple[int, TTL], ...]
     """(position, TTL) of each breakpoint, in prefix order."""
 
+    one_hour: bool = False
+    """Whether any breakpoint is 1h (else billing needs no 1h pass)."""
+
     @property
     def total(self) -> int:
         return self.prefix[-1] if self.prefix else 0
@@ -160,7 +163,8 @@ def compile_blocks(blocks: Sequence[tuple[str, int, TTL | None]]) -> CompiledBlo
     marked = compress(count(), map(_MARK, blocks))  # a TTL is a non-empty string
     breakpoints = tuple((i, ttl) for i in marked if (ttl := blocks[i][2]) is not None)
     check_breakpoints([(f"blocks.{i}", ttl) for i, ttl in breakpoints])
-    return CompiledBlocks(tuple(map(_HASH, blocks)), prefix, breakpoints)
+    one_hour = any(ttl == "1h" for _, ttl in breakpoints)
+    return CompiledBlocks(tuple(map(_HASH, blocks)), prefix, breakpoints, one_hour)
 
 
 @dataclass(frozen=True)
@@ -371,12 +375,15 @@ class CacheStore:
 
             a = prefix[hit] if hit is not None else 0
             b = a  # prefix sums never decrease, so every 1h breakpoint after A is >= A
-            for bp, ttl in eligible:
-                if ttl == "1h" and (hit is None or bp > hit) and prefix[bp] > b:
-                    b = prefix[bp]
+            if compiled.one_hour:
+                for bp, ttl in eligible:
+                    if ttl == "1h" and (hit is None or bp > hit) and prefix[bp] > b:
+                        b = prefix[bp]
             c = max(prefix[eligible[-1][0]], b) if eligible else a
 
             for bp, ttl in eligible:
+                if positions.get(bp) == bp:
+                    continue  # its own entry was usable: nothing to write
                 prefix_hash = hashes[bp]
                 expires = now + self._life[ttl]
                 entry = bucket.get(prefix_hash) if bucket is not None else None

@@ -161,7 +161,7 @@ def run(quick: bool = False, echo: Callable[[str], None] | None = None) -> dict[
     traces = [generate_sessions(200, seed=0)]
     if MOONCAKE.exists() and not quick:
         traces.insert(0, load_trace(MOONCAKE, "mooncake"))
-    speed = versus_minimal(traces, 1 if quick else 5, say)
+    speed = versus_minimal(traces, 3 if quick else 5, say)
 
     # Sizes (sessions) for the slopes; the optimum's are smaller while it is the slow part.
     replay_sizes = (50, 100, 200) if quick else (1000, 3000, 10000)

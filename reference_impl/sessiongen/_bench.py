@@ -241,6 +241,42 @@ REGISTRY: tuple[Benchmark, ...] = (
         {"quick": True},
     ),
     Benchmark(
+        "warming_scale",
+        "the warming replay against a minimal loop, and the experiment up to a million requests",
+        (
+            FigureSpec(
+                "replay_over_minimal_loop",
+                "replay / minimal plain-5m loop, CPU per request, slowest fixed-TTL policy",
+                "ratio",
+                2,
+            ),
+            FigureSpec(
+                "optimum_1000_sessions_s",
+                "optimum of 1,000 generated sessions, 2 processes (--quick: extrapolated)",
+                "s",
+                30,
+            ),
+            FigureSpec(
+                "million_requests_minutes",
+                "every reference policy + the optimum, 1,000,000 requests, 2 cores "
+                "(--quick: extrapolated by the slopes)",
+                "min",
+                15,
+            ),
+            FigureSpec(
+                "replay_slope", "replays: log-log slope of time against requests", "-", 1.15
+            ),
+            FigureSpec(
+                "optimum_slope", "optimum: log-log slope of time against requests", "-", 1.15
+            ),
+            FigureSpec("replay_us_per_request", "replay, slowest fixed-TTL policy, CPU", "µs"),
+            FigureSpec("minimal_us_per_request", "minimal plain-5m loop, CPU", "µs"),
+            FigureSpec("replay_us_per_call_max", "replay, slowest policy, CPU per call", "µs"),
+        ),
+        {"quick": True},
+        600,
+    ),
+    Benchmark(
         "token_accuracy",
         "prompt tokens billed by the emulator against real provider usage, recorded requests",
         (

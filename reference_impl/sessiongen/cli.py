@@ -369,10 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "generate_overhead",
             "emulator_throughput",
             "replay_speed",
+            "warming_scale",
             "token_accuracy",
         ),
         help="run only this benchmark (repeatable): engine_scale, emulator_scale, "
-        "generate_overhead, emulator_throughput, replay_speed, token_accuracy",
+        "generate_overhead, emulator_throughput, replay_speed, warming_scale, token_accuracy",
     )
     bench.add_argument(
         "--docs",

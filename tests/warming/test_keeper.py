@@ -12,6 +12,7 @@ from sessiongen import ContextOverflow, LLMRequest, RequestInfo
 from sessiongen.lab import EmulatorLab, emulator_lab
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.warming import policies
+from sessiongen.warming.generator import SessionMix, generate_sessions
 from sessiongen.warming.keeper import (
     FromPolicy,
     IdleSession,
@@ -20,7 +21,6 @@ from sessiongen.warming.keeper import (
     WarmingKeeper,
     default_policy,
 )
-from sessiongen.warming.generator import SessionMix, generate_sessions
 from sessiongen.warming.policies import Decision, History, Learned, Tracking
 from sessiongen.warming.saved import load_policy, save_policy
 from sessiongen.warming.traces import TraceRequest

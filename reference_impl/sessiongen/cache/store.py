@@ -37,7 +37,7 @@ LOOKBACK_WINDOW = 20
 _HASH, _TOKENS, _MARK = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a replay creates and reads entries by the million
 class CacheEntry:
     """One cache entry: the prefix ending at a breakpoint of an earlier request.
 
@@ -133,6 +133,38 @@ class CacheResult:
 
 def uncached_usage(total_tokens: int) -> CacheUsage:
     return CacheUsage(total_tokens, 0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledBlocks:
+    """Flattened blocks `(prefix_hash, tokens, breakpoint)` checked against the API's
+    breakpoint rules and summed once (`compile_blocks`), for a request the store sees many
+    times: a trace replay sends the same prompts under many policies."""
+
+    hashes: tuple[str, ...]
+    prefix: tuple[int, ...]
+    """Tokens up to and including each position."""
+    breakpoints: tuple[tuple[int, TTL], ...]
+    """(position, TTL) of each breakpoint, in prefix order."""
+
+    one_hour: bool = False
+    """Whether any breakpoint is 1h (else billing needs no 1h pass)."""
+
+    @property
+    def total(self) -> int:
+        return self.prefix[-1] if self.prefix else 0
+
+
+def compile_blocks(blocks: Sequence[tuple[str, int, TTL | None]]) -> CompiledBlocks:
+    """Check `blocks`' breakpoints (`check_breakpoints`: raises `CacheControlError`) and sum
+    their tokens, for `CacheStore.usage`."""
+    # Whole-prompt passes run in C (map/accumulate/compress): replays send long prompts.
+    prefix = tuple(accumulate(map(_TOKENS, blocks)))
+    marked = compress(count(), map(_MARK, blocks))  # a TTL is a non-empty string
+    breakpoints = tuple((i, ttl) for i in marked if (ttl := blocks[i][2]) is not None)
+    check_breakpoints([(f"blocks.{i}", ttl) for i, ttl in breakpoints])
+    one_hour = any(ttl == "1h" for _, ttl in breakpoints)
+    return CompiledBlocks(tuple(map(_HASH, blocks)), prefix, breakpoints, one_hour)
 
 
 @dataclass(frozen=True)
@@ -271,31 +303,70 @@ class CacheStore:
         B - A, 5m write C - B, input = total - C. A prefix below the minimum is neither read
         nor written and costs no error.
         """
-        # Whole-prompt passes run in C (map/accumulate/compress): replays send long prompts.
-        prefix = list(accumulate(map(_TOKENS, blocks)))
-        total = prefix[-1] if prefix else 0
-        bps = list(compress(count(), map(_MARK, blocks)))  # a TTL is a non-empty string
-        ttls: dict[int, TTL] = {i: ttl for i in bps if (ttl := blocks[i][2]) is not None}
-        check_breakpoints([(f"blocks.{i}", ttl) for i, ttl in ttls.items()])
-        eligible = [bp for bp in bps if prefix[bp] >= min_tokens]
+        compiled = compile_blocks(blocks)
+        prefix = compiled.prefix
+        a, b, c, hit, positions, written = self._apply(compiled, model, now, min_tokens, ttft)
+        # input, read, 5m write, 1h write
+        usage = CacheUsage(compiled.total - c, a, c - b, b - a)
+        outcomes = tuple(
+            [
+                # position, ttl, prefix tokens, reached the minimum, matched position, written
+                BreakpointOutcome(
+                    bp,
+                    ttl,
+                    prefix[bp],
+                    prefix[bp] >= min_tokens,
+                    positions.get(bp),
+                    bp in written,
+                )
+                for bp, ttl in compiled.breakpoints
+            ]
+        )
+        return CacheResult(usage, hit, a, b, c, outcomes)
 
+    def usage(
+        self,
+        compiled: CompiledBlocks,
+        *,
+        model: str,
+        now: float,
+        min_tokens: int,
+        ttft: float = 0.0,
+    ) -> CacheUsage:
+        """`apply(...).usage` for blocks checked once with `compile_blocks`: the same rules
+        and the same effect on the store, without re-checking the breakpoints or reporting
+        per-breakpoint outcomes (what a replay of many requests needs)."""
+        a, b, c, _, _, _ = self._apply(compiled, model, now, min_tokens, ttft)
+        return CacheUsage(compiled.total - c, a, c - b, b - a)
+
+    def _apply(
+        self, compiled: CompiledBlocks, model: str, now: float, min_tokens: int, ttft: float
+    ) -> tuple[int, int, int, int | None, dict[int, int], set[int]]:
+        """`apply`'s rules: (A, B, C, the highest matched position, breakpoint -> matched
+        position, the breakpoints written)."""
+        hashes, prefix, eligible = compiled.hashes, compiled.prefix, compiled.breakpoints
+        if eligible and prefix[eligible[0][0]] < min_tokens:
+            # Prefix sums never decrease: the eligible breakpoints are the last ones.
+            eligible = tuple(bp for bp in eligible if prefix[bp[0]] >= min_tokens)
+        positions: dict[int, int] = {}  # breakpoint -> matched position
+        written: set[int] = set()
         with self._lock:
             if self._expiry and self._expiry[0][0] < now:
                 self._expire(now)
             bucket = self._index.get(model)
-            positions: dict[int, int] = {}  # breakpoint -> matched position
             matched: dict[int, CacheEntry] = {}  # matched position -> its entry
-            for bp in eligible if bucket else ():
-                assert bucket is not None
-                lo = max(bp - LOOKBACK_WINDOW + 1, 0)
-                if bucket.keys().isdisjoint(map(_HASH, blocks[lo : bp + 1])):
-                    continue  # the usual miss, decided without a Python loop
-                for pos in range(bp, lo - 1, -1):
-                    entry = bucket.get(blocks[pos][0])
-                    if entry is not None and entry.usable(now):
-                        positions[bp] = pos
-                        matched[pos] = entry
-                        break
+            if bucket:
+                keys = bucket.keys()
+                for bp, _ in eligible:
+                    lo = max(bp - LOOKBACK_WINDOW + 1, 0)
+                    if keys.isdisjoint(hashes[lo : bp + 1]):
+                        continue  # the usual miss, decided without a Python loop
+                    for pos in range(bp, lo - 1, -1):
+                        entry = bucket.get(hashes[pos])
+                        if entry is not None and entry.usable(now):
+                            positions[bp] = pos
+                            matched[pos] = entry
+                            break
             hit = max(matched) if matched else None
             for entry in matched.values():
                 self._refresh(entry, now + self._lifetime(entry))
@@ -304,15 +375,16 @@ class CacheStore:
 
             a = prefix[hit] if hit is not None else 0
             b = a  # prefix sums never decrease, so every 1h breakpoint after A is >= A
-            for bp in eligible:
-                if ttls[bp] == "1h" and (hit is None or bp > hit) and prefix[bp] > b:
-                    b = prefix[bp]
-            c = max(prefix[eligible[-1]], b) if eligible else a
+            if compiled.one_hour:
+                for bp, ttl in eligible:
+                    if ttl == "1h" and (hit is None or bp > hit) and prefix[bp] > b:
+                        b = prefix[bp]
+            c = max(prefix[eligible[-1][0]], b) if eligible else a
 
-            written: set[int] = set()
-            for bp in eligible:
-                prefix_hash = blocks[bp][0]
-                ttl = ttls[bp]
+            for bp, ttl in eligible:
+                if positions.get(bp) == bp:
+                    continue  # its own entry was usable: nothing to write
+                prefix_hash = hashes[bp]
                 expires = now + self._life[ttl]
                 entry = bucket.get(prefix_hash) if bucket is not None else None
                 if entry is None:  # stored entries are alive at `now` (`_expire`)
@@ -341,24 +413,7 @@ class CacheStore:
                         entry.ttl = ttl
                         self._refresh(entry, expires)
                     written.add(bp)
-
-        # input, read, 5m write, 1h write
-        usage = CacheUsage(total - c, a, c - b, b - a)
-        outcomes = tuple(
-            [
-                # position, ttl, prefix tokens, reached the minimum, matched position, written
-                BreakpointOutcome(
-                    bp,
-                    ttls[bp],
-                    prefix[bp],
-                    prefix[bp] >= min_tokens,
-                    positions.get(bp),
-                    bp in written,
-                )
-                for bp in bps
-            ]
-        )
-        return CacheResult(usage, hit, a, b, c, outcomes)
+        return a, b, c, hit, positions, written
 
     def apply_implicit(
         self,

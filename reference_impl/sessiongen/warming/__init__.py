@@ -22,7 +22,14 @@ from .keeper import (
 from .optimum import Optimum, lower_bound, optimum
 from .policies import Decision, History, Learned, Policy, reference_policies
 from .replay import ReplayResult, prepare, replay
-from .report import PolicyRow, PolicyTable, compare_policies, sweep_intervals
+from .report import (
+    PolicyRow,
+    PolicyTable,
+    compare_policies,
+    sweep_interval_grid,
+    sweep_intervals,
+)
+from .shards import LARGE_TRACE, replay_policies, split_trace
 from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest
 
 __all__ = [
@@ -49,6 +56,7 @@ __all__ = [
     "WarmingKeeper",
     "WarmingLedger",
     "FORMATS",
+    "LARGE_TRACE",
     "compare_policies",
     "default_policy",
     "generate_sessions",
@@ -59,5 +67,8 @@ __all__ = [
     "reference_policies",
     "run_warming_experiment",
     "replay",
+    "replay_policies",
+    "split_trace",
+    "sweep_interval_grid",
     "sweep_intervals",
 ]

@@ -10,6 +10,7 @@ the same ones. Costs are prompt costs (output tokens excluded; see `warming.repo
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from .report import (
     default_intervals,
     fit_policies,
     reuse_gaps,
-    sweep_intervals,
+    sweep_interval_grid,
     write_csv,
 )
 from .traces import Trace
@@ -105,6 +106,7 @@ def run_warming_experiment(
     fit_fraction: float = FIT_FRACTION,
     save_policy: str | Path | None = None,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> ExperimentResult:
     """Fit the learning policies on the first `fit_fraction` of `trace` (whole sessions in
     time order, `Trace.split`), compare every reference policy on the part held back, sweep
@@ -114,7 +116,7 @@ def run_warming_experiment(
     `fit_fraction` 0 prices the whole trace with unfitted policies. `save_policy` writes the
     default policy there, fitted on the whole trace (`warming.saved`): the held-back figures
     say how well fitting does on data it has not seen. `progress` is called with each step's
-    name before it runs.
+    name before it runs. The replays are tasks of `executor` (`warming.shards.replay_policies`).
 
     Raises ValueError for a trace without requests or prompt tokens (no ratio to the optimum
     exists) or a fraction outside [0, 1), PlotsUnavailable without matplotlib and OSError
@@ -148,15 +150,19 @@ def run_warming_experiment(
     prepared = prepare(trace)  # once: the policies, the optimum and the sweeps share it
     chosen: list[Policy] = [*policies, AsRecorded()] if has_recorded_usage(trace) else policies
     table = compare_policies(
-        prepared, chosen, progress=step, part=part, fitted_sessions=fitted_sessions
+        prepared,
+        chosen,
+        progress=step,
+        part=part,
+        fitted_sessions=fitted_sessions,
+        executor=executor,
     )
     if part != "whole" and table.calibration is not None:
         table = replace(table, calibration=calibrate(prepare(whole)))
     best = table.row("optimum").cost
+    sweeps = [(ttl, horizon, None) for ttl, horizon in SWEEPS]  # both TTLs in one pass
     intervals = tuple(
-        row
-        for ttl, horizon in SWEEPS
-        for row in sweep_intervals(prepared, ttl, horizon=horizon, optimum_cost=best, progress=step)
+        sweep_interval_grid(prepared, sweeps, optimum_cost=best, progress=step, executor=executor)
     )
 
     step(WRITE_STEP)

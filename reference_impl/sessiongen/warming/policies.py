@@ -95,8 +95,8 @@ class _Base:
     online: bool = True
     ping_may_rewrite: bool = False
     shardable: bool = True
-    """Whether replaying each independent group of sessions apart gives the same result: False
-    for a policy that learns from one session what to do in another."""
+    """Whether a replay may split the trace by session (`warming.shards`): False for a
+    policy whose decisions depend on other sessions' requests (one that learns)."""
 
     def reset(self) -> None:
         pass

@@ -37,7 +37,7 @@ breakpoint is likewise one block with no breakpoint: nothing is read or written 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +52,8 @@ from ..cache import (
     get_model,
     token_counts,
 )
-from .policies import DEFAULT_MODEL, History, Policy
+from ..cache.store import CompiledBlocks, compile_blocks
+from .policies import DEFAULT_MODEL, Decision, Fixed, History, Policy
 from .traces import Trace
 
 FlatBlocks = tuple[tuple[str, int, TTL | None], ...]
@@ -86,6 +87,23 @@ class PreparedTrace:
     """Request index -> the prefixes the record shows cached before the trace began
     (`Trace.warm`), each as flattened blocks ending at its breakpoint; a replay puts them in
     the cache, unbilled, just before that request."""
+    origin: tuple[int, ...] | None = None
+    """For a part of a trace (`warming.shards`): each request's index in the whole trace,
+    what `History.index` tells a policy, so an offline policy built on the whole trace reads
+    its own rows. None: the indices are this trace's own."""
+    _compiled: dict[tuple[TTL | None, bool], tuple[CompiledBlocks, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def compiled(self, ttl: TTL | None, fast: bool) -> tuple[CompiledBlocks, ...]:
+        """`whole[ttl]` (`fast`, or no TTL) or `blocks[ttl]` checked once for the cache
+        store (`compile_blocks`), per request; built on first use and kept, since every
+        policy replayed on this trace sends the same prompts."""
+        found = self._compiled.get((ttl, fast))
+        if found is None:
+            source = self.whole[ttl] if fast or ttl is None else self.blocks[ttl]
+            found = self._compiled[(ttl, fast)] = tuple(map(compile_blocks, source))
+        return found
 
     def single(self) -> PreparedTrace:
         """This trace with one breakpoint per request, on its last block, and nothing cached
@@ -231,81 +249,112 @@ class _Counts:
     dropped: int = 0
 
 
-def _client(
-    prepared: PreparedTrace, policy: Policy, min_tokens: int, counts: _Counts
-) -> Generator[Call, CacheUsage, None]:
-    """The client side of a replay: yields each call in time order, receives its usage."""
-    requests = prepared.trace.requests
-    tokens_of = prepared.tokens
-    previous_of = prepared.previous
-    turn_of = prepared.turn
-    extends = prepared.extends
-    may_rewrite = policy.ping_may_rewrite
-    policy.reset()
-    latest: dict[str, int] = {}  # session -> its latest request; older ones' pings are void
-    believed = [float("-inf")] * len(requests)  # when the client expects each entry to expire
-    life = [0.0] * len(requests)  # the TTL the client knows each entry has
-    ttl_of: list[TTL | None] = [None] * len(requests)
-    offsets_of: list[tuple[float, ...]] = [()] * len(requests)
-    # Only each request's next ping waits in the heap, so a cancelled series costs one pop.
-    heap: list[tuple[float, int, int, int]] = []  # (time, sequence, request index, ping number)
-    seq = 0
+class _Schedule:
+    """The client side of a replay: policy calls, bookkeeping, pings. Both transports drive
+    it the same way, in time order: before request i, while `heap[0][0] < at(i)`, `ping`
+    pops the next due ping (None: cancelled or dropped) and `ping_done` takes its usage;
+    then `request(i)` gives the request's call and `request_done` takes its usage; after
+    the last request, the remaining pings (`at` = inf). Plain methods rather than a
+    generator, so the in-memory replay pays no generator round-trip per call."""
 
-    def learn(i: int, when: float, usage: CacheUsage, ttl: TTL) -> None:
-        if usage.cache_read_input_tokens == tokens_of[i]:
-            life[i] = life[i] or TTL_SECONDS["5m"]  # read in full: someone's live entry
-        elif usage.cache_creation_input_tokens:
-            life[i] = TTL_SECONDS[ttl]  # written by this call
+    def __init__(
+        self, prepared: PreparedTrace, policy: Policy, min_tokens: int, counts: _Counts
+    ) -> None:
+        n = len(prepared.trace.requests)
+        self.requests = prepared.trace.requests
+        self.at = [r.at for r in self.requests]
+        self.sessions = [r.session for r in self.requests]
+        self.tokens = prepared.tokens
+        self.previous = prepared.previous
+        self.turn = prepared.turn
+        self.extends = prepared.extends
+        self.index = prepared.origin or range(n)  # what History.index says
+        self.policy = policy
+        self.may_rewrite = policy.ping_may_rewrite
+        self.min_tokens = min_tokens
+        self.counts = counts
+        policy.reset()
+        # A Fixed policy's observe does nothing and its decide is one answer: the replay
+        # then builds no History (about a third of a bare request's time).
+        self.fixed = (
+            policy.decide(self.requests[0], History(0, 0, None, 0, 0))
+            if (type(policy) is Fixed and n)
+            else None
+        )
+        self.latest: dict[str, int] = {}  # session -> its latest request; older pings are void
+        self.believed = [float("-inf")] * n  # when the client expects each entry to expire
+        self.life = [0.0] * n  # the TTL the client knows each entry has
+        self.ttl_of: list[TTL | None] = [None] * n
+        self.offsets_of: list[tuple[float, ...]] = [()] * n
+        # Only each request's next ping waits in the heap, so a cancelled series costs one
+        # pop; a policy that never pings never touches it.
+        self.heap: list[tuple[float, int, int, int]] = []  # (time, sequence, request, ping k)
+        self.seq = 0
+
+    def _learn(self, i: int, when: float, usage: CacheUsage, ttl: TTL) -> None:
+        if usage.cache_read_input_tokens == self.tokens[i]:
+            life = self.life[i] = self.life[i] or TTL_SECONDS["5m"]  # read in full: live
+        elif usage.ephemeral_5m_input_tokens or usage.ephemeral_1h_input_tokens:
+            life = self.life[i] = TTL_SECONDS[ttl]  # written by this call
         else:
             return
-        believed[i] = when + life[i]
+        self.believed[i] = when + life
 
-    def pings_before(at: float) -> Generator[Call, CacheUsage, None]:
-        nonlocal seq
-        while heap and heap[0][0] < at:
-            when, _, i, k = heapq.heappop(heap)
-            offsets = offsets_of[i]
-            if latest[requests[i].session] != i:
-                counts.cancelled += len(offsets) - k  # this ping and every later one
-                continue
-            if k + 1 < len(offsets):
-                heapq.heappush(heap, (requests[i].at + offsets[k + 1], seq, i, k + 1))
-                seq += 1
-            alive = believed[i] >= when
-            if not alive and not may_rewrite:
-                counts.dropped += 1
-                continue
-            ttl = ttl_of[i]
-            assert ttl is not None
-            usage = yield (i, ttl, when, True, alive)
-            counts.pings += 1
-            learn(i, when, usage, ttl)
+    def ping(self) -> Call | None:
+        """Pop the earliest ping: its call, or None if it was cancelled or dropped."""
+        when, _, i, k = heapq.heappop(self.heap)
+        offsets = self.offsets_of[i]
+        if self.latest[self.sessions[i]] != i:
+            self.counts.cancelled += len(offsets) - k  # this ping and every later one
+            return None
+        if k + 1 < len(offsets):
+            heapq.heappush(self.heap, (self.at[i] + offsets[k + 1], self.seq, i, k + 1))
+            self.seq += 1
+        alive = self.believed[i] >= when
+        if not alive and not self.may_rewrite:
+            self.counts.dropped += 1
+            return None
+        return (i, self.ttl_of[i], when, True, alive)
 
-    for i, request in enumerate(requests):
-        at = request.at
-        yield from pings_before(at)
-        p = previous_of[i]
-        latest[request.session] = i
-        history = History(
-            index=i,
-            turn=turn_of[i],
-            gap=at - requests[p].at if p >= 0 else None,
-            previous_tokens=tokens_of[p] if p >= 0 else 0,
-            readable_tokens=tokens_of[p] if p >= 0 and extends[i] and believed[p] >= at else 0,
-            extends=extends[i],
-        )
-        policy.observe(request, history)
-        decision = policy.decide(request, history)
+    def ping_done(self, call: Call, usage: CacheUsage) -> None:
+        i, ttl, when, _, _ = call
+        assert ttl is not None
+        self.counts.pings += 1
+        self._learn(i, when, usage, ttl)
+
+    def request(self, i: int) -> tuple[Call, Decision]:
+        """Request i's call (after every ping due before it) and the policy's decision."""
+        at = self.at[i]
+        self.latest[self.sessions[i]] = i
+        decision = self.fixed
+        if decision is None:
+            p = self.previous[i]
+            tokens = self.tokens
+            history = History(
+                index=self.index[i],
+                turn=self.turn[i],
+                gap=at - self.at[p] if p >= 0 else None,
+                previous_tokens=tokens[p] if p >= 0 else 0,
+                readable_tokens=(
+                    tokens[p] if p >= 0 and self.extends[i] and self.believed[p] >= at else 0
+                ),
+                extends=self.extends[i],
+            )
+            request = self.requests[i]
+            self.policy.observe(request, history)
+            decision = self.policy.decide(request, history)
+        self.ttl_of[i] = decision.ttl
+        return (i, decision.ttl, at, False, False), decision
+
+    def request_done(self, i: int, decision: Decision, usage: CacheUsage) -> None:
         ttl = decision.ttl
-        ttl_of[i] = ttl
-        usage = yield (i, ttl, at, False, False)
-        if ttl is not None and tokens_of[i] >= min_tokens:
-            learn(i, at, usage, ttl)
+        if ttl is not None and self.tokens[i] >= self.min_tokens:
+            at = self.at[i]
+            self._learn(i, at, usage, ttl)
             if decision.ping_offsets:
-                offsets_of[i] = decision.ping_offsets
-                heapq.heappush(heap, (at + decision.ping_offsets[0], seq, i, 0))
-                seq += 1
-    yield from pings_before(float("inf"))
+                self.offsets_of[i] = decision.ping_offsets
+                heapq.heappush(self.heap, (at + decision.ping_offsets[0], self.seq, i, 0))
+                self.seq += 1
 
 
 class _Ledger:
@@ -369,30 +418,46 @@ def replay(
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     info = get_model(model)
     model_id, min_tokens = info.id, info.min_cacheable_tokens
-    apply = CacheStore(linger=linger).apply
-    blocks, whole = prepared.blocks, prepared.whole
+    store = CacheStore(linger=linger)
+    usage_of = store.usage
+    apply = store.apply
+    compiled = prepared.compiled
     outputs = [r.output_tokens for r in prepared.trace.requests]
     counts = _Counts()
     ledger = _Ledger(keep_usage)
     add = ledger.add
-    client = _client(prepared, policy, min_tokens, counts)
-    call = next(client, None)
+    schedule = _Schedule(prepared, policy, min_tokens, counts)
+    heap, ping, ping_done = schedule.heap, schedule.ping, schedule.ping_done
+    request, request_done, at_of = schedule.request, schedule.request_done, schedule.at
     warm = prepared.warm
-    while call is not None:
-        i, ttl, when, ping, alive = call
-        if not ping and i in warm:  # cached before the trace: in the store, never billed
+
+    def send(call: Call) -> CacheUsage:
+        i, ttl, when, _, alive = call
+        # A request without a breakpoint, or a ping known to be alive, takes the fast path.
+        flat = compiled(ttl, ttl is None or (fast_path and alive))[i]
+        return usage_of(flat, model=model_id, now=when, min_tokens=min_tokens)
+
+    for i in range(len(at_of)):
+        at = at_of[i]
+        while heap and heap[0][0] < at:
+            call = ping()
+            if call is not None:
+                usage = send(call)
+                add(call, usage, 0)
+                ping_done(call, usage)
+        call, decision = request(i)
+        if i in warm:  # cached before the trace: in the store, never billed
             for entry in warm[i]:
-                apply(entry, model=model_id, now=when, min_tokens=min_tokens)
-        if ttl is None or (fast_path and alive):
-            flat = whole[ttl][i]
-        else:
-            flat = blocks[ttl][i]
-        usage = apply(flat, model=model_id, now=when, min_tokens=min_tokens).usage
-        add(call, usage, 0 if ping else outputs[i])
-        try:
-            call = client.send(usage)
-        except StopIteration:
-            call = None
+                apply(entry, model=model_id, now=at, min_tokens=min_tokens)
+        usage = send(call)
+        add(call, usage, outputs[i])
+        request_done(i, decision, usage)
+    while heap:
+        call = ping()
+        if call is not None:
+            usage = send(call)
+            add(call, usage, 0)
+            ping_done(call, usage)
     return ledger.result(prepared, policy, model_id, counts)
 
 
@@ -458,9 +523,9 @@ async def replay_through_client(
     info = get_model(model)
     counts = _Counts()
     ledger = _Ledger(True)
-    driver = _client(prepared, policy, info.min_cacheable_tokens, counts)
-    call = next(driver, None)
-    while call is not None:
+    schedule = _Schedule(prepared, policy, info.min_cacheable_tokens, counts)
+
+    async def send(call: Call) -> CacheUsage:
         i, ttl, when, ping, _ = call
         output = 0 if ping else prepared.trace.requests[i].output_tokens
         await set_clock(when)
@@ -478,8 +543,17 @@ async def replay_through_client(
         n = token_counts(message.usage)
         usage = CacheUsage(n["input"], n["cache_read"], n["cache_write_5m"], n["cache_write_1h"])
         ledger.add(call, usage, n["output"])
-        try:
-            call = driver.send(usage)
-        except StopIteration:
-            call = None
+        return usage
+
+    async def pings_before(at: float) -> None:
+        while schedule.heap and schedule.heap[0][0] < at:
+            call = schedule.ping()
+            if call is not None:
+                schedule.ping_done(call, await send(call))
+
+    for i, at in enumerate(schedule.at):
+        await pings_before(at)
+        call, decision = schedule.request(i)
+        schedule.request_done(i, decision, await send(call))
+    await pings_before(float("inf"))
     return ledger.result(prepared, policy, info.id, counts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from .policies import (
     Policy,
     reference_policies,
 )
-from .replay import PreparedTrace, ReplayResult, prepare, replay
+from .replay import PreparedTrace, ReplayResult, prepare
+from .shards import replay_policies
 from .traces import Trace
 
 REFERENCE_ROWS = ("no_cache", "5m", "1h", "optimum", "lower_bound")
@@ -137,13 +139,15 @@ def compare_policies(
     progress: Progress | None = None,
     part: str = "whole",
     fitted_sessions: int = 0,
+    executor: Executor | None = None,
 ) -> PolicyTable:
     """Replay every policy (default: `reference_policies`) over `trace` and price each
     against the offline optimum; add the optimum and the lower bound as rows. A trace that
     carries recorded usage also gets the `as_recorded` row (by default, or when an
     `AsRecorded` policy is given) with its `real_` columns, and the table its calibration.
     `part` names the part of a split trace `trace` is (`PARTS`), and `fitted_sessions` how
-    many sessions before it the learning policies were fitted on (`fit_policies`)."""
+    many sessions before it the learning policies were fitted on (`fit_policies`). The
+    policies replay as tasks of `executor` (`warming.shards.replay_policies`)."""
     if part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
@@ -164,6 +168,9 @@ def compare_policies(
     floor = prompt_cost(best.result)
     rows: list[PolicyRow] = []
     calibration = None
+    # One pass over every policy, in parallel; the steps below then name finished replays.
+    others = [p for p in chosen if not (isinstance(p, AsRecorded) and recorded)]
+    replayed = iter(replay_policies(prepared, others, model=model, executor=executor))
     for policy in chosen:
         step(policy.name)
         if isinstance(policy, AsRecorded) and recorded:
@@ -176,7 +183,7 @@ def compare_policies(
                 real_cache_write_tokens=t.real_cache_write_tokens,
             )
         else:
-            row = _row(replay(prepared, policy, model=model), policy.online, floor)
+            row = _row(next(replayed), policy.online, floor)
         rows.append(row)
     rows.append(dataclasses.replace(_row(best.result, False, floor), policy="optimum"))
     rows.append(
@@ -253,22 +260,51 @@ def sweep_intervals(
     optimum_cost: float | None = None,
     model: str = DEFAULT_MODEL,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> list[IntervalRow]:
     """Cost against the ping interval for one TTL, pings going on for `horizon` seconds
     after each request. `optimum_cost` (else computed) is the ratios' denominator: a prompt
-    cost, like `PolicyTable.row("optimum").cost`."""
+    cost, like `PolicyTable.row("optimum").cost`. The policies replay as tasks of `executor`."""
+    grid = tuple(intervals) if intervals is not None else None
+    return sweep_interval_grid(
+        trace,
+        [(ttl, horizon, grid)],
+        optimum_cost=optimum_cost,
+        model=model,
+        progress=progress,
+        executor=executor,
+    )
+
+
+def sweep_interval_grid(
+    trace: Trace | PreparedTrace,
+    sweeps: Iterable[tuple[TTL, float, Iterable[float] | None]],
+    *,
+    optimum_cost: float | None = None,
+    model: str = DEFAULT_MODEL,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+) -> list[IntervalRow]:
+    """`sweep_intervals` for several (TTL, horizon, intervals or None for the default grid)
+    at once, in that order: one preparation and one `replay_policies` pass, so every
+    interval policy of every TTL is a task of the same `executor`."""
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     best = (
         optimum_cost
         if optimum_cost is not None
         else prompt_cost(optimum(prepared, model=model).result)
     )
+    grid = [
+        (ttl, interval, horizon)
+        for ttl, horizon, intervals in sweeps
+        for interval in (intervals if intervals is not None else default_intervals(ttl))
+    ]
+    chosen = [interval_policy(ttl, interval, horizon) for ttl, interval, horizon in grid]
+    results = replay_policies(prepared, chosen, model=model, executor=executor)
     rows = []
-    for interval in intervals if intervals is not None else default_intervals(ttl):
-        policy = interval_policy(ttl, interval, horizon)
+    for (ttl, interval, horizon), policy, result in zip(grid, chosen, results, strict=True):
         if progress:
             progress(policy.name)
-        result = replay(prepared, policy, model=model)
         cost = prompt_cost(result)
         rows.append(IntervalRow(ttl, interval, horizon, cost, cost / best, result.pings))
     return rows

@@ -8,7 +8,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 from sessiongen.cache import LOOKBACK_WINDOW
 from sessiongen.warming import generate_sessions, prepare, replay, replay_policies, split_trace
-from sessiongen.warming.policies import GapOracle, Learned, reference_policies
+from sessiongen.warming.policies import GapOracle, Learned, Tracking, reference_policies
 from sessiongen.warming.report import sweep_interval_grid
 from sessiongen.warming.traces import Trace
 
@@ -51,9 +51,9 @@ def test_sharded_replays_equal_the_whole_ones() -> None:
     with ThreadPoolExecutor(2) as pool:
         assert replay_policies(TRACE, policies, executor=pool, shards=5) == whole
     assert replay_policies(TRACE, policies) == whole  # small: in process
-    assert not Learned().shardable and all(
-        getattr(p, "shardable", True) for p in policies if not isinstance(p, Learned)
-    )
+    learning = (Learned, Tracking)  # they learn from one session what to do in another
+    assert not Learned().shardable and not Tracking().shardable
+    assert all(p.shardable for p in policies if not isinstance(p, learning))
 
 
 def test_a_process_pool_and_dask_give_the_same_sweep() -> None:

@@ -152,3 +152,41 @@ def test_the_log_capacity_reaches_the_emulator(monkeypatch: pytest.MonkeyPatch) 
     assert cli.main(["emulator", "--log-capacity", "0"]) == 0
     assert cli.main(["emulator"]) == 0
     assert seen == [50, None, 10_000]
+
+
+def test_serve_runs_a_saved_warming_policy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`serve --warming-policy FILE` hands the keeper the policy `experiment warming
+    --save-policy` wrote, loaded as it was fitted."""
+    import importlib
+
+    from sessiongen import cli
+    from sessiongen.warming.generator import generate_sessions
+    from sessiongen.warming.keeper import FromPolicy
+    from sessiongen.warming.policies import Tracking
+    from sessiongen.warming.saved import policy_document, save_policy
+
+    fitted = Tracking().fit(generate_sessions(4, seed=2))
+    path = save_policy(fitted, tmp_path / "policy.json")
+    serving = importlib.import_module("sessiongen.server.serve")  # the module, not its function
+    seen: list[object] = []
+    monkeypatch.setattr(serving, "serve", lambda *a, **kw: seen.append(kw["warming_policy"]))
+    assert cli.main(["serve", "--warming-policy", str(path)]) == 0
+    (policy,) = seen
+    assert isinstance(policy, FromPolicy) and isinstance(policy.policy, Tracking)
+    assert policy_document(policy.policy) == policy_document(fitted)
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(None, "No such file"), ("{", "not JSON"), ('{"format": "x"}', "not a saved warming policy")],
+)
+def test_serve_refuses_a_bad_warming_policy_file(
+    tmp_path: Path, content: str | None, says: str
+) -> None:
+    path = tmp_path / "policy.json"
+    if content is not None:
+        path.write_text(content)
+    result = _cli("serve", "--warming-policy", str(path))
+    line = _one_line_error(result)
+    assert result.returncode == 2
+    assert line.startswith("sessiongen serve: error: argument --warming-policy: ") and says in line

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from sessiongen.warming.formats import FORMATS, load_trace
-from sessiongen.warming.traces import Trace, TraceFormatError, TraceRequest, unix_micros
+from sessiongen.warming.traces import Trace, TraceFormatError, TraceRequest, WarmEntry, unix_micros
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -96,3 +96,40 @@ def test_a_directory_for_the_events_format_reads_an_events_trace(tmp_path: Path)
     """The message says "an events trace", not "a events trace"."""
     with pytest.raises(IsADirectoryError, match="an events trace is one file"):
         load_trace(tmp_path, "events")
+
+
+def _split_trace() -> Trace:
+    """Four sessions starting in order a, b, c, d, of 3, 1, 2 and 2 requests, interleaved;
+    a warm entry on b's and d's requests."""
+    rows = [("a", 0), ("b", 1), ("a", 2), ("c", 3), ("a", 4), ("d", 5), ("c", 6), ("d", 7)]
+    requests = tuple(TraceRequest(s, float(t), (t,), (100,), 0) for s, t in rows)
+    warm = (WarmEntry(1, 0, "5m"), WarmEntry(7, 0, "1h"))
+    return Trace("t", requests, warm)
+
+
+@pytest.mark.parametrize(
+    ("fraction", "fitted"),
+    [(0.0, ""), (0.3, ""), (0.375, "a"), (0.5, "ab"), (0.75, "abc"), (0.99, "abc")],
+)
+def test_split_takes_whole_sessions_in_start_order(fraction: float, fitted: str) -> None:
+    """The fit part is the sessions that start first while their requests stay within the
+    fraction; no session is cut, and the last session is always held back."""
+    trace = _split_trace()
+    fit, held = trace.split(fraction)
+    assert "".join(sorted({r.session for r in fit.requests})) == fitted
+    assert len(fit.requests) <= fraction * len(trace.requests)
+    assert not {r.session for r in fit.requests} & {r.session for r in held.requests}
+    assert sorted(fit.requests + held.requests, key=lambda r: r.at) == list(trace.requests)
+    assert (fit.name, held.name) == ("t-fit", "t-held-back")
+
+
+def test_split_moves_warm_entries_with_their_requests() -> None:
+    fit, held = _split_trace().split(0.5)  # a and b fitted
+    assert [(fit.requests[w.request].at, w.ttl) for w in fit.warm] == [(1.0, "5m")]
+    assert [(held.requests[w.request].at, w.ttl) for w in held.warm] == [(7.0, "1h")]
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.0, 2.0])
+def test_split_refuses_a_fraction_outside_zero_to_one(fraction: float) -> None:
+    with pytest.raises(ValueError, match="fit fraction"):
+        _split_trace().split(fraction)

@@ -20,20 +20,16 @@ from .calibration import calibrate, has_recorded_usage
 from .policies import (
     DEFAULT_MODEL,
     DEFAULT_POLICY,
-    AsRecorded,
     Learned,
-    Policy,
     Tracking,
     reference_policies,
 )
-from .replay import prepare
 from .report import (
     IntervalRow,
     PolicyTable,
     Progress,
-    compare_policies,
+    compare_held_back,
     default_intervals,
-    fit_policies,
     reuse_gaps,
     sweep_interval_grid,
     write_csv,
@@ -84,7 +80,6 @@ class ExperimentResult:
 FIT_FRACTION = 0.5
 """The default share of a trace's requests (whole sessions, in time order) the learning
 policies are fitted on; the table prices every policy on the rest."""
-FIT_STEP = "fitting the learning policies"
 
 
 def experiment_steps(
@@ -133,32 +128,15 @@ def run_warming_experiment(
     out.mkdir(parents=True, exist_ok=True)
     step = progress or (lambda _: None)
 
-    policies = reference_policies()
-    whole = trace
-    fitted_sessions = 0
-    part = "whole"
-    if fit_fraction > 0:
-        step(FIT_STEP)
-        fit, trace = whole.split(fit_fraction)
-        fit_policies(policies, fit)
-        fitted_sessions = len({r.session for r in fit.requests})
-        part = "held_back"
     if save_policy is not None:  # fitted on the whole trace: the held-back part is evidence too
         default = next(p for p in reference_policies() if p.name == DEFAULT_POLICY)
         assert isinstance(default, Tracking | Learned)
-        saved.save_policy(default.fit(whole), save_policy)
-    prepared = prepare(trace)  # once: the policies, the optimum and the sweeps share it
-    chosen: list[Policy] = [*policies, AsRecorded()] if has_recorded_usage(trace) else policies
-    table = compare_policies(
-        prepared,
-        chosen,
-        progress=step,
-        part=part,
-        fitted_sessions=fitted_sessions,
-        executor=executor,
-    )
-    if part != "whole" and table.calibration is not None:
-        table = replace(table, calibration=calibrate(prepare(whole)))
+        saved.save_policy(default.fit(trace), save_policy)
+    table = compare_held_back(trace, fit_fraction=fit_fraction, progress=step, executor=executor)
+    if table.part != "whole" and table.calibration is not None:
+        table = replace(table, calibration=calibrate(trace))  # calibration fits nothing
+    prepared = table.prepared  # once: the policies, the optimum and the sweeps share it
+    assert prepared is not None
     best = table.row("optimum").cost
     sweeps = [(ttl, horizon, None) for ttl, horizon in SWEEPS]  # both TTLs in one pass
     intervals = tuple(
@@ -169,7 +147,9 @@ def run_warming_experiment(
     name = f"{table.trace}: {table.requests:,} requests, {table.sessions:,} sessions"
     figures = {
         COST_BY_POLICY_PNG: plots.cost_by_policy(table.rows, title=f"Warming policies, {name}"),
-        REUSE_GAP_CDF_PNG: plots.reuse_gap_cdf(reuse_gaps(trace), title=f"Reuse gaps, {name}"),
+        REUSE_GAP_CDF_PNG: plots.reuse_gap_cdf(
+            reuse_gaps(prepared.trace), title=f"Reuse gaps, {name}"
+        ),
         COST_VS_INTERVAL_PNG: plots.cost_vs_interval(
             intervals,
             references={

@@ -90,6 +90,8 @@ class PolicyTable:
     """The part of the trace every row is priced on (`PolicyRow.part`)."""
     fitted_sessions: int = 0
     """Sessions the learning policies were fitted on before the priced part (0: none)."""
+    prepared: PreparedTrace | None = dataclasses.field(default=None, repr=False, compare=False)
+    """The prepared trace (the priced part) the rows come from, for more replays on it."""
 
     def row(self, policy: str) -> PolicyRow:
         """The row named `policy` (KeyError naming the rows there are)."""
@@ -204,7 +206,45 @@ def compare_policies(
         sum(1 for r in prepared.trace.requests if not r.output_known),
         part,
         fitted_sessions,
+        prepared,
     )
+
+
+def compare_held_back(
+    trace: Trace,
+    *,
+    fit_fraction: float = 0.5,
+    policies: Sequence[Policy] | None = None,
+    model: str = DEFAULT_MODEL,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+) -> PolicyTable:
+    """`compare_policies` on the part of `trace` held back from fitting: the learning
+    policies (default: `reference_policies`, plus `as_recorded` where the trace has recorded
+    usage) fit on the sessions that start first, holding `fit_fraction` of the requests
+    (`Trace.split`); every policy is priced on the rest. `fit_fraction` 0: the whole trace,
+    nothing fitted. `progress` is told `FIT_STEP` before the fitting."""
+    chosen = list(policies) if policies is not None else reference_policies(model)
+    if policies is None and has_recorded_usage(trace):
+        chosen.append(AsRecorded())
+    if fit_fraction == 0:
+        return compare_policies(trace, chosen, model=model, progress=progress, executor=executor)
+    (progress or (lambda _: None))(FIT_STEP)
+    fit, held = trace.split(fit_fraction)
+    fit_policies(chosen, fit)
+    return compare_policies(
+        held,
+        chosen,
+        model=model,
+        progress=progress,
+        executor=executor,
+        part="held_back",
+        fitted_sessions=len({r.session for r in fit.requests}),
+    )
+
+
+FIT_STEP = "fitting the learning policies"
+"""The progress step `compare_held_back` names before it fits."""
 
 
 def fit_policies(policies: Sequence[Policy], trace: Trace) -> list[Policy]:

@@ -30,7 +30,7 @@ from .warming.calibration import (
 from .warming.formats import TraceFormat, load_trace
 from .warming.generator import generate_sessions
 from .warming.mooncake import shared_mooncake_dir
-from .warming.report import compare_policies, sweep_intervals
+from .warming.report import compare_held_back, compare_policies, sweep_intervals
 from .warming.traces import Trace
 
 FIRST_TURN_SCRIPT: tuple[dict[str, Any], ...] = (
@@ -552,25 +552,63 @@ def warming_policy_table(traces: list[Trace]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def warming_tables() -> dict[str, str]:
-    """The warming clauses' tables: the generated trace always, the Mooncake traces when
-    `../shared/data/mooncake` is present (file name -> markdown; a file missing here means
-    its data is absent on this machine)."""
+def held_back_table(traces: list[Trace]) -> str:
+    """SG-KEEP-4's table, as markdown, one column per trace: each policy's prompt cost on the
+    part of the trace held back from fitting, as a ratio to that part's optimum
+    (`warming.report.compare_held_back`, the first half of the requests fitted), the keeper's
+    default marked; then, per trace, the default against the best online policy and plain
+    5m, in words generated from the same figures."""
+    tables = [compare_held_back(trace) for trace in traces]
+    head = " | ".join(
+        f"{t.trace} ({t.requests:,} requests; fitted on {t.fitted_sessions:,} "
+        f"session{'' if t.fitted_sessions == 1 else 's'})"
+        for t in tables
+    )
+    lines = [f"| policy | online | {head} |", "|---|---|" + "---|" * len(tables)]
+    for row in tables[0].rows:
+        name = f"**{row.policy}** (default)" if row.default else row.policy
+        online = "yes" if row.online else "no"
+        cells = " | ".join(f"{t.row(row.policy).ratio_to_optimum:.3f}" for t in tables)
+        lines.append(f"| {name} | {online} | {cells} |")
+    lines.append("")
+    for t in tables:
+        default = t.default_row()
+        assert default is not None
+        others = [r for r in t.rows if r.online and not r.default]
+        best = min(others, key=lambda r: r.cost)
+        lines.append(
+            f"- {t.trace}: the default costs {default.cost / best.cost:.3f}× the best other "
+            f"online policy ({best.policy}) and {default.cost / t.row('5m').cost:.3f}× plain 5m."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def warming_tables(root: Path) -> dict[str, str]:
+    """The warming clauses' tables: the generated trace and the largest committed real log
+    (under `root`) always, the Mooncake traces when `../shared/data/mooncake` is present
+    (file name -> markdown; a file missing here means its data is absent on this
+    machine)."""
     tables = {
         "warming-policies-generated.md": warming_policy_table(
             [generate_sessions(GENERATED_SESSIONS, seed=1)]
         )
     }
+    real = load_trace(root / REAL_CODING_LOG, "claude-code", name="real-claude-code")
+    tables["warming-held-back-generated.md"] = held_back_table(
+        [generate_sessions(GENERATED_SESSIONS, seed=1), real]
+    )
     mooncake = shared_mooncake_dir()
     files = [mooncake / f"{n}.jsonl" for n in ("conversation_trace_first_half", "synthetic_trace")]
     if all(f.exists() for f in files):
-        tables["warming-policies-mooncake.md"] = warming_policy_table(
-            [load_trace(f, "mooncake") for f in files]
-        )
+        traces = [load_trace(f, "mooncake") for f in files]
+        tables["warming-policies-mooncake.md"] = warming_policy_table(traces)
+        tables["warming-held-back-mooncake.md"] = held_back_table(traces)
     return tables
 
 
 REAL_LOGS = Path("tests/warming/fixtures/real")
+REAL_CODING_LOG = REAL_LOGS / "claude-code" / "v1.0-in-file-subagents"
+"""The largest committed real coding-agent log, one of the held-back table's traces."""
 """Real agent logs committed as fixtures (their README names each one's source), one
 directory per log under a directory per format, from the repository's root."""
 
@@ -690,7 +728,7 @@ async def contract_tables(scratch: Path, root: Path) -> dict[str, str]:
     repository, for its committed real logs)."""
     logs = calibrate_real_logs(root)
     return {
-        **warming_tables(),
+        **warming_tables(root),
         "calibration-real-logs.md": calibration_table(logs),
         "ttl-boundary-real-logs.md": ttl_boundary_table(logs),
         "tools-policy.md": tools_policy_table(

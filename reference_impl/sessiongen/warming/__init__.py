@@ -20,19 +20,39 @@ from .keeper import (
     default_policy,
 )
 from .optimum import Optimum, lower_bound, optimum
-from .policies import Decision, History, Learned, Policy, reference_policies
+from .policies import (
+    DEFAULT_POLICY,
+    Decision,
+    History,
+    Learned,
+    Policy,
+    Tracking,
+    default_experts,
+    reference_policies,
+)
 from .replay import ReplayResult, prepare, replay
 from .report import (
     PolicyRow,
     PolicyTable,
+    compare_held_back,
     compare_policies,
+    fit_policies,
     sweep_interval_grid,
     sweep_intervals,
 )
+from .saved import PolicyFileError, load_policy, save_policy
 from .shards import LARGE_TRACE, replay_policies, split_trace
 from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest
 
 __all__ = [
+    "DEFAULT_POLICY",
+    "PolicyFileError",
+    "Tracking",
+    "compare_held_back",
+    "default_experts",
+    "fit_policies",
+    "load_policy",
+    "save_policy",
     "Decision",
     "ExperimentResult",
     "FromPolicy",

@@ -277,6 +277,29 @@ REGISTRY: tuple[Benchmark, ...] = (
         600,
     ),
     Benchmark(
+        "warming_default",
+        "the keeper's default warming policy on the held-back part of every trace we have",
+        (
+            FigureSpec(
+                "worst_over_best",
+                "default / best other online policy, worst held-back trace",
+                "ratio",
+                1.01,
+            ),
+            FigureSpec("within_1pct", "held-back traces where the default is within 1%", "traces"),
+            FigureSpec("cheaper_than_5m", "held-back traces where it costs less than 5m", "traces"),
+            FigureSpec("traces", "held-back traces measured", "traces"),
+            FigureSpec(
+                "mooncake_held_back",
+                "default / optimum, Mooncake first half's held-back part (0: trace absent)",
+                "ratio",
+                1.20,
+            ),
+        ),
+        {"quick": True},
+        120,
+    ),
+    Benchmark(
         "token_accuracy",
         "prompt tokens billed by the emulator against real provider usage, recorded requests",
         (

@@ -14,10 +14,22 @@ its own TTL, and a request without a breakpoint reads nothing even when its pref
 cached. A dynamic program runs over each group of requests whose entries can interact (a
 session, or sessions sharing a cacheable prompt) in time order. Its state is the set of live
 entries a later request can still read, with expiry and TTL, plus the pings already
-scheduled; states merge only when equal, and are dropped only by two exact rules: an entry
-no later request can read, and an entry shadowed by a longer one that lives at least as long
-and that every later reader of it can reach (the longest live match wins, so it is never
-read, and without pings of its own never refreshed, again).
+scheduled. Two exact rules drop entries: an entry no later request can read, and an entry
+shadowed by a longer one that lives at least as long and that every later reader of it can
+reach (the longest live match wins, so it is never read, and without pings of its own never
+refreshed, again). States merge when equal, and a state is dropped when another with the same
+pings costs no more and dominates it (`_dominates`, with its proof): each of its entries is
+covered by one of the other's, as long-lived, with as long a TTL, readable by every later
+reader; and what the other has beyond it cannot make it read a longer entry in a way that
+loses a refresh (no later request writes a prefix of it, its shorter TTL never replaces a
+longer one). This keeps the optimum exact (the tests compare it with the program without
+pruning) and the states few: on generated coding-agent sessions, whose tool loops made the
+unpruned program's states grow into the thousands, at most a few dozen.
+
+Groups are independent, so each becomes a self-contained problem (`_Group`) and
+`optimum(..., executor=...)` solves them on any `concurrent.futures.Executor` (a
+`ProcessPoolExecutor` for cores), in batches of about equal requests; the program is
+deterministic, so the result is the same as in process.
 
 Pings take a canonical form: a request's pings keep its entry alive until the start of one
 chosen later request that can read it (a retry or another session after the session's next
@@ -286,6 +298,7 @@ def _group(plan: _Plan, members: list[int]) -> _Group:
 _Entries = tuple[tuple[str, float, TTL], ...]
 _Pings = tuple[tuple[str, tuple[float, ...], str], ...]
 _State = tuple[_Entries, _Pings]
+_Live = dict[str, tuple[float, float]]  # entry -> (expiry, TTL in seconds)
 # Back-pointers: (decision of this request, the chain before it).
 _Chain = tuple[tuple[int, Decision], "_Chain | None"]
 
@@ -315,9 +328,9 @@ def _relevant(
     return tuple(sorted(kept))
 
 
-def _dominates(a: _Entries, b: _Entries, pinged: frozenset[str], q: int, g: _Group) -> bool:
-    """Whether state A (entries `a`) can do anything state B (entries `b`) can, at no more
-    cost, after request q: with A no dearer, B is dropped. Both have the same pings (on the
+def _dominates(in_a: _Live, in_b: _Live, pinged: frozenset[str], q: int, g: _Group) -> bool:
+    """Whether state A (entries `in_a`: entry -> expiry, TTL in seconds) can do anything state
+    B (`in_b`) can, at no more cost, after request q: with A no dearer, B is dropped. Both have the same pings (on the
     entries `pinged`). x(e) is an entry's expiry, L(e) its TTL; f covers e when f is e, or
     extends e and every later reader of e can read f (`shadows`).
 
@@ -342,8 +355,6 @@ def _dominates(a: _Entries, b: _Entries, pinged: frozenset[str], q: int, g: _Gro
     shadowed by a longer g hands its cover to g, which, if ahead, has L_A(g) >= L_B(e) by
     2, and if not, lives in B at least as long and shadows e there, so B never reads e.
     An exchange argument for dominance, so the optimum is kept exactly."""
-    in_b = {e: (x, TTL_SECONDS[ttl]) for e, x, ttl in b}
-    in_a = {e: (x, TTL_SECONDS[ttl]) for e, x, ttl in a}
     for e, (x, life) in in_b.items():
         if e in pinged:
             mine = in_a.get(e)
@@ -383,11 +394,12 @@ def _prune(
     for pings, members in by_pings.items():
         pinged = frozenset(entry for _, _, entry in pings)
         members.sort(key=lambda m: m[0])
-        chosen: list[_Entries] = []
+        chosen: list[_Live] = []
         for _, state in members:
-            if any(_dominates(other, state[0], pinged, q, g) for other in chosen):
+            mine = {e: (x, TTL_SECONDS[ttl]) for e, x, ttl in state[0]}
+            if any(_dominates(other, mine, pinged, q, g) for other in chosen):
                 continue
-            chosen.append(state[0])
+            chosen.append(mine)
             kept[state] = fresh[state]
     return kept
 

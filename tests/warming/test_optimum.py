@@ -8,13 +8,20 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
-from sessiongen.cache import TTL_SECONDS
+from sessiongen.cache import TTL, TTL_SECONDS, get_model
 from sessiongen.warming import policies
+from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.optimum import (
     _block_cost,
+    _components,
+    _group,
+    _Plan,
+    _plan,
     _Prices,
+    _solve,
     integer_cost,
     lower_bound,
     lower_bound_cost,
@@ -263,3 +270,199 @@ def test_the_per_block_program_is_exact(seed: int) -> None:
         t += rng.choice([0, 100, 300, 400, 600, 1200, 3600, 3900, 4000, 7500, 9000])
     expected = _block_brute_force(uses, 100.0)
     assert _block_cost(uses, PRICES, TTL_SECONDS["1h"], TTL_SECONDS["5m"]) == expected
+
+
+# The program as it was before dominance pruning (commit 64a33bf), kept verbatim but for
+# names, as the reference the pruned one must match to the token: states merge only when
+# equal, and are dropped only as unreadable or shadowed. Slow on long tool loops, so only
+# for small traces.
+_RefEntries = tuple[tuple[str, float, TTL], ...]
+_RefState = tuple[_RefEntries, tuple[tuple[str, tuple[float, ...], str], ...]]
+_RefChain = tuple[tuple[int, Decision], "_RefChain | None"]
+
+
+def _reference_shadows(plan: _Plan, longer: str, shorter: str, q: int) -> bool:
+    return shorter in plan.chain[longer] and all(
+        longer in plan.cands[r] for r in plan.readers[shorter] if r > q
+    )
+
+
+def _reference_relevant(
+    live: dict[str, tuple[float, TTL]],
+    scheduled: list[tuple[str, tuple[float, ...], str]],
+    q: int,
+    plan: _Plan,
+) -> _RefEntries:
+    pinged = {entry for _, _, entry in scheduled}
+    kept: list[tuple[str, float, TTL]] = []
+    for entry, (expires, ttl) in live.items():
+        if plan.last_use[entry] <= q:
+            continue
+        if entry not in pinged and any(
+            other != entry and until >= expires and _reference_shadows(plan, other, entry, q)
+            for other, (until, _) in live.items()
+        ):
+            continue
+        kept.append((entry, expires, ttl))
+    return tuple(sorted(kept))
+
+
+def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write: bool) -> int:
+    requests = plan.prepared.trace.requests
+    tokens = plan.prepared.tokens
+    choices: tuple[TTL | None, ...] = ("5m", "1h") if must_write else (None, "5m", "1h")
+    states: dict[_RefState, tuple[int, _RefChain | None]] = {((), ()): (0, None)}
+    for q in group:
+        request = requests[q]
+        t = request.at
+        total = tokens[q]
+        key = plan.key[q]
+        fresh: dict[_RefState, tuple[int, _RefChain | None]] = {}
+        for (entries, pings), (cost, chain) in states.items():
+            live = {e: (x, ttl) for e, x, ttl in entries}
+            due: list[tuple[float, str]] = []
+            kept: list[tuple[str, tuple[float, ...], str]] = []
+            for session, planned, entry in pings:
+                now = [p for p in planned if p < t]
+                due += [(p, entry) for p in now]
+                later = planned[len(now) :]
+                if later and session != request.session:
+                    kept.append((session, later, entry))
+            for p, entry in sorted(due):
+                if entry in live:
+                    live[entry] = (p + TTL_SECONDS[live[entry][1]], live[entry][1])
+            live = {e: v for e, v in live.items() if v[0] >= t}
+            for ttl in choices:
+                after = dict(live)
+                if ttl is None or key is None:
+                    step = prices.input * total
+                else:
+                    read = next((e for e in plan.cands[q] if e in after), None)
+                    a = plan.tokens_of[read] if read is not None else 0
+                    step = prices.read * a + prices.write[ttl] * (total - a)
+                    if read is not None:
+                        own = after[read][1]
+                        after[read] = (t + TTL_SECONDS[own], own)
+                    if key not in after:
+                        after[key] = (t + TTL_SECONDS[ttl], ttl)
+                step += prices.output * request.output_tokens
+                options: list[tuple[float, ...]] = [()]
+                if ttl is not None and key is not None and key in after:
+                    expires, own = after[key]
+                    life = TTL_SECONDS[own]
+                    for target in plan.targets[q]:
+                        series: list[float] = []
+                        p = expires
+                        while p < target and p < plan.next_at[q]:
+                            series.append(p)
+                            p += life
+                        if series and p >= target and tuple(series) not in options:
+                            options.append(tuple(series))
+                for times in options:
+                    scheduled = list(kept)
+                    ping_cost = 0
+                    if times:
+                        assert key is not None
+                        scheduled.append((request.session, times, key))
+                        ping_cost = prices.read * plan.tokens_of[key] * len(times)
+                    state = (
+                        _reference_relevant(after, scheduled, q, plan),
+                        tuple(sorted(scheduled)),
+                    )
+                    decision = Decision(ttl, tuple(p - t for p in times))
+                    candidate = cost + step + ping_cost
+                    best = fresh.get(state)
+                    if best is None or candidate < best[0]:
+                        fresh[state] = (candidate, ((q, decision), chain))
+        states = fresh
+    return min(cost for cost, _ in states.values())
+
+
+def _both(trace: Trace, must_write: bool) -> tuple[int, int]:
+    """The pruned program's cost and the reference's, summed over the groups."""
+    prepared = prepare(trace).single()
+    info = get_model(MODEL)
+    plan = _plan(prepared, info.min_cacheable_tokens)
+    pruned = reference = 0
+    for members in _components(plan):
+        pruned += _solve(_group(plan, members), PRICES, must_write)[0]
+        reference += _reference_solve(plan, members, PRICES, must_write)
+    return pruned, reference
+
+
+def _tangled_trace(seed: int) -> Trace:
+    """One to three sessions of one to six requests that tangle entries: sessions opening on
+    another's prompt, retries of an earlier prompt, forks from a shorter prefix, jumps past
+    the lookback; gaps on both sides of each TTL; big and small blocks (a block id always
+    has the same size)."""
+    rng = random.Random(seed)
+    size: dict[int, int] = {1: 1100, 2: 5000}
+    rows: list[tuple[str, float, list[int], list[int]]] = []
+    prompts: list[list[int]] = []
+
+    def grow(blocks: list[int], n: int) -> list[int]:
+        for _ in range(n):
+            size[len(size) + 1] = rng.choice([30, 30, 2000, 8000])
+            blocks = [*blocks, len(size)]
+        return blocks
+
+    for s in range(rng.choice([1, 1, 2, 2, 3])):
+        at = rng.choice([0.0, 5.0, 100.0, 250.0, 320.0, 3000.0])
+        blocks = (
+            list(rng.choice(prompts)) if prompts and rng.random() < 0.5 else [rng.choice([1, 2])]
+        )
+        mine = [blocks]
+        for _ in range(rng.randint(1, 5)):
+            rows.append((f"s{s}", at, blocks, [size[b] for b in blocks]))
+            prompts.append(blocks)
+            mine.append(blocks)
+            at += rng.choice([0, 10, 190, 200, 290, 300, 310, 500, 3400, 3600, 3610, 3700, 7000])
+            r = rng.random()
+            if r < 0.2:
+                blocks = rng.choice(mine)
+            elif r < 0.3 and len(blocks) > 1:
+                blocks = grow(blocks[: rng.randint(1, len(blocks) - 1)], 1)
+            elif r < 0.35:
+                blocks = rng.choice(prompts)
+            else:
+                blocks = grow(blocks, rng.choice([1, 1, 2, 21]))
+    return _trace(*rows)
+
+
+@pytest.mark.parametrize("must_write", [False, True])
+@pytest.mark.parametrize("seed", range(21))
+def test_pruning_keeps_the_optimum_on_generated_sessions(seed: int, must_write: bool) -> None:
+    trace = generate_sessions(3 + seed % 6, seed=seed)
+    pruned, reference = _both(trace, must_write)
+    assert pruned == reference
+
+
+@pytest.mark.parametrize("seed", range(21))
+def test_pruning_keeps_the_optimum_on_random_traces(seed: int) -> None:
+    trace = random_trace(seed, sessions=3 + seed % 6)
+    for must_write in (False, True):
+        pruned, reference = _both(trace, must_write)
+        assert pruned == reference, must_write
+
+
+@pytest.mark.parametrize("chunk", range(10))
+def test_pruning_keeps_the_optimum_on_tangled_traces(chunk: int) -> None:
+    for seed in range(200 * chunk, 200 * chunk + 200):
+        trace = _tangled_trace(seed)
+        for must_write in (False, True):
+            pruned, reference = _both(trace, must_write)
+            assert pruned == reference, (seed, must_write)
+
+
+def test_an_executor_gives_the_same_optimum() -> None:
+    trace = generate_sessions(12, seed=3)
+    alone = optimum(trace, model=MODEL)
+    with ThreadPoolExecutor(2) as threads:
+        assert optimum(trace, model=MODEL, executor=threads) == alone
+    with ProcessPoolExecutor(2) as processes:
+        shared = optimum(trace, model=MODEL, executor=processes)
+        must = optimum(trace, model=MODEL, must_write=True, executor=processes)
+    assert shared.decisions == alone.decisions
+    assert shared.planned_cost == alone.planned_cost
+    assert shared == alone
+    assert must == optimum(trace, model=MODEL, must_write=True)

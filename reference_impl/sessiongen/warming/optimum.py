@@ -14,10 +14,22 @@ its own TTL, and a request without a breakpoint reads nothing even when its pref
 cached. A dynamic program runs over each group of requests whose entries can interact (a
 session, or sessions sharing a cacheable prompt) in time order. Its state is the set of live
 entries a later request can still read, with expiry and TTL, plus the pings already
-scheduled; states merge only when equal, and are dropped only by two exact rules: an entry
-no later request can read, and an entry shadowed by a longer one that lives at least as long
-and that every later reader of it can reach (the longest live match wins, so it is never
-read, and without pings of its own never refreshed, again).
+scheduled. Two exact rules drop entries: an entry no later request can read, and an entry
+shadowed by a longer one that lives at least as long and that every later reader of it can
+reach (the longest live match wins, so it is never read, and without pings of its own never
+refreshed, again). States merge when equal, and a state is dropped when another with the same
+pings costs no more and dominates it (`_dominates`, with its proof): each of its entries is
+covered by one of the other's, as long-lived, with as long a TTL, readable by every later
+reader; and what the other has beyond it cannot make it read a longer entry in a way that
+loses a refresh (no later request writes a prefix of it, its shorter TTL never replaces a
+longer one). This keeps the optimum exact (the tests compare it with the program without
+pruning) and the states few: on generated coding-agent sessions, whose tool loops made the
+unpruned program's states grow into the thousands, at most a few dozen.
+
+Groups are independent, so each becomes a self-contained problem (`_Group`) and
+`optimum(..., executor=...)` solves them on any `concurrent.futures.Executor` (a
+`ProcessPoolExecutor` for cores), in batches of about equal requests; the program is
+deterministic, so the result is the same as in process.
 
 Pings take a canonical form: a request's pings keep its entry alive until the start of one
 chosen later request that can read it (a retry or another session after the session's next
@@ -72,6 +84,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -81,6 +94,7 @@ from .replay import PreparedTrace, ReplayResult, prepare, replay
 from .traces import Trace
 
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
+_BATCHES = 16  # tasks an executor gets: a few per worker, for balance
 
 
 class _Prices:
@@ -135,19 +149,6 @@ class _Plan:
     last_use: dict[str, int]  # entry -> last request index that can read it (-1: none)
     readers: dict[str, list[int]]  # entry -> requests that can read it, in order
     chain: dict[str, frozenset[str]]  # entry -> every prefix hash of its prompt
-    shadows_memo: dict[tuple[str, str, int], bool]
-
-    def shadows(self, longer: str, shorter: str, q: int) -> bool:
-        """Whether every request after q that can read `shorter` can read `longer`, which
-        extends it: such a request never reads `shorter` while `longer` is alive."""
-        memo = (longer, shorter, q)
-        found = self.shadows_memo.get(memo)
-        if found is None:
-            found = shorter in self.chain[longer] and all(
-                longer in self.cands[r] for r in self.readers[shorter] if r > q
-            )
-            self.shadows_memo[memo] = found
-        return found
 
 
 def _plan(prepared: PreparedTrace, min_tokens: int) -> _Plan:
@@ -196,7 +197,7 @@ def _plan(prepared: PreparedTrace, min_tokens: int) -> _Plan:
             readers[k].append(r)
     chain = {prepared.hashes[q][-1]: frozenset(prepared.hashes[q]) for q in range(n)}
     return _Plan(
-        prepared, min_tokens, key, cands, tokens_of, targets, next_at, last_use, readers, chain, {}
+        prepared, min_tokens, key, cands, tokens_of, targets, next_at, last_use, readers, chain
     )
 
 
@@ -225,11 +226,79 @@ def _components(plan: _Plan) -> list[list[int]]:
     return list(groups.values())
 
 
+@dataclass
+class _Group:
+    """One group's program input (`_components`), self-contained so that a worker process
+    gets only its own requests. Indices are local to the group, in trace order."""
+
+    index: list[int]  # local -> trace index
+    at: list[float]
+    session: list[str]
+    tokens: list[int]
+    output: list[int]
+    key: list[str | None]
+    cands: list[list[str]]
+    targets: list[list[float]]
+    next_at: list[float]
+    tokens_of: dict[str, int]
+    last_use: dict[str, int]  # entry -> last local reader (-1: none)
+    readers: dict[str, list[int]]
+    chain: dict[str, frozenset[str]]  # entry -> the group's entries among its prefixes
+    last_writer: dict[str, int]  # entry -> last local request whose key is it or a prefix of it
+    shadows_memo: dict[tuple[str, str, int], bool]
+
+    def shadows(self, longer: str, shorter: str, q: int) -> bool:
+        """Whether `longer` extends `shorter` and every request after q that can read
+        `shorter` can read `longer` (so it reads `longer`, or longer still, while that is
+        alive)."""
+        memo = (longer, shorter, q)
+        found = self.shadows_memo.get(memo)
+        if found is None:
+            found = shorter in self.chain[longer] and all(
+                longer in self.cands[r] for r in self.readers[shorter] if r > q
+            )
+            self.shadows_memo[memo] = found
+        return found
+
+
+def _group(plan: _Plan, members: list[int]) -> _Group:
+    requests = plan.prepared.trace.requests
+    local = {q: i for i, q in enumerate(members)}
+    entries = {e for q in members for e in (*plan.cands[q], plan.key[q]) if e is not None}
+    chain = {
+        e: frozenset(x for x in plan.chain[e] if x in entries) for e in entries if e in plan.chain
+    }
+    key = [plan.key[q] for q in members]
+    last_key: dict[str, int] = {}
+    for i, k in enumerate(key):
+        if k is not None:
+            last_key[k] = i
+    last_writer = {e: max((last_key.get(x, -1) for x in chain[e]), default=-1) for e in chain}
+    return _Group(
+        index=list(members),
+        at=[requests[q].at for q in members],
+        session=[requests[q].session for q in members],
+        tokens=[plan.prepared.tokens[q] for q in members],
+        output=[requests[q].output_tokens for q in members],
+        key=key,
+        cands=[list(plan.cands[q]) for q in members],
+        targets=[list(plan.targets[q]) for q in members],
+        next_at=[plan.next_at[q] for q in members],
+        tokens_of={e: plan.tokens_of[e] for e in entries},
+        last_use={e: local[plan.last_use[e]] if plan.last_use[e] >= 0 else -1 for e in entries},
+        readers={e: [local[r] for r in plan.readers[e]] for e in entries},
+        chain=chain,
+        last_writer=last_writer,
+        shadows_memo={},
+    )
+
+
 # A state: live entries (entry, expires_at, ttl) sorted, and scheduled pings
 # (session, ping times, entry) sorted. Costs are integers.
 _Entries = tuple[tuple[str, float, TTL], ...]
 _Pings = tuple[tuple[str, tuple[float, ...], str], ...]
 _State = tuple[_Entries, _Pings]
+_Live = dict[str, tuple[float, float]]  # entry -> (expiry, TTL in seconds)
 # Back-pointers: (decision of this request, the chain before it).
 _Chain = tuple[tuple[int, Decision], "_Chain | None"]
 
@@ -238,7 +307,7 @@ def _relevant(
     live: dict[str, tuple[float, TTL]],
     scheduled: list[tuple[str, tuple[float, ...], str]],
     q: int,
-    plan: _Plan,
+    g: _Group,
 ) -> _Entries:
     """The live entries that can still change a cost after request q. Dropped (exactly):
     an entry no later request can read, and an entry shadowed by a longer one that lives at
@@ -248,10 +317,10 @@ def _relevant(
     pinged = {entry for _, _, entry in scheduled}
     kept: list[tuple[str, float, TTL]] = []
     for entry, (expires, ttl) in live.items():
-        if plan.last_use[entry] <= q:
+        if g.last_use[entry] <= q:
             continue
         if entry not in pinged and any(
-            other != entry and until >= expires and plan.shadows(other, entry, q)
+            other != entry and until >= expires and g.shadows(other, entry, q)
             for other, (until, _) in live.items()
         ):
             continue
@@ -259,18 +328,90 @@ def _relevant(
     return tuple(sorted(kept))
 
 
-def _solve(
-    plan: _Plan, group: list[int], prices: _Prices, must_write: bool
-) -> tuple[int, dict[int, Decision]]:
-    requests = plan.prepared.trace.requests
-    tokens = plan.prepared.tokens
+def _dominates(in_a: _Live, in_b: _Live, pinged: frozenset[str], q: int, g: _Group) -> bool:
+    """Whether state A (entries `in_a`: entry -> expiry, TTL in seconds) can do anything state
+    B (`in_b`) can, at no more cost, after request q: with A no dearer, B is dropped. Both have the same pings (on the
+    entries `pinged`). x(e) is an entry's expiry, L(e) its TTL; f covers e when f is e, or
+    extends e and every later reader of e can read f (`shadows`).
+
+    1. Cover: each entry e of B has an entry f of A that covers it with x_A(f) >= x_B(e)
+       and L_A(f) >= L_B(e); a pinged e is its own cover.
+    2. Ahead: an entry h of A that B lacks, or has dying earlier or with a shorter TTL, is
+       "ahead". No later request writes h or a prefix of h; no pinged entry is a proper
+       prefix of h; and each proper prefix e of h that B holds is unpinged, covered by h,
+       and L_A(h) >= L_B(e).
+
+    Proof that A's best future costs no more than B's: A makes B's every decision, and the
+    rules keep holding. At a request, a live entry of B has a live cover in A (1), which the
+    request can read too, so A reads a prefix at least as long: its step costs no more. If
+    A reads h and B reads a shorter e, h is not alive in B, so it is ahead, and by 2 the
+    refreshed h covers the refreshed e (same or longer TTL, from the same moment); if both
+    read the same entry, its cover was itself, with L_A >= L_B. The request's own entry is
+    the same in both (a later writer's entry, or any prefix of it, is never ahead), so
+    both may schedule the same pings at the same cost; a ping refreshes a pinged entry in
+    both, and 2 keeps A from reading past one. Refreshes never shorten a life, and no new
+    entry becomes ahead except one that already was. `_relevant`'s drops keep this: an A
+    entry dropped as unreadable covers only B entries no one can read; one dropped as
+    shadowed by a longer g hands its cover to g, which, if ahead, has L_A(g) >= L_B(e) by
+    2, and if not, lives in B at least as long and shadows e there, so B never reads e.
+    An exchange argument for dominance, so the optimum is kept exactly."""
+    for e, (x, life) in in_b.items():
+        if e in pinged:
+            mine = in_a.get(e)
+            if mine is None or mine[0] < x or mine[1] < life:
+                return False
+            continue
+        if not any(
+            y >= x and span >= life and (f == e or g.shadows(f, e, q))
+            for f, (y, span) in in_a.items()
+        ):
+            return False
+    for h, (y, span) in in_a.items():
+        theirs = in_b.get(h)
+        if theirs is not None and theirs[0] >= y and theirs[1] >= span:
+            continue  # not ahead
+        if g.last_writer[h] > q:
+            return False
+        prefixes = g.chain[h]
+        if any(e != h and e in prefixes for e in pinged):
+            return False
+        for e, (_, life) in in_b.items():
+            if e != h and e in prefixes and (life > span or not g.shadows(h, e, q)):
+                return False
+    return True
+
+
+def _prune(
+    fresh: dict[_State, tuple[int, _Chain | None]], q: int, g: _Group
+) -> dict[_State, tuple[int, _Chain | None]]:
+    """`fresh` without the states another one dominates (`_dominates`). States are compared
+    only with the same pings, cheapest first (ties in insertion order, so the result is
+    deterministic); a state is dropped when a kept one dominates it."""
+    by_pings: dict[_Pings, list[tuple[int, _State]]] = {}
+    for state, (cost, _) in fresh.items():
+        by_pings.setdefault(state[1], []).append((cost, state))
+    kept: dict[_State, tuple[int, _Chain | None]] = {}
+    for pings, members in by_pings.items():
+        pinged = frozenset(entry for _, _, entry in pings)
+        members.sort(key=lambda m: m[0])
+        chosen: list[_Live] = []
+        for _, state in members:
+            mine = {e: (x, TTL_SECONDS[ttl]) for e, x, ttl in state[0]}
+            if any(_dominates(other, mine, pinged, q, g) for other in chosen):
+                continue
+            chosen.append(mine)
+            kept[state] = fresh[state]
+    return kept
+
+
+def _solve(g: _Group, prices: _Prices, must_write: bool) -> tuple[int, dict[int, Decision]]:
+    """The group's cheapest schedule: its integer cost, and a decision per trace index."""
     choices: tuple[TTL | None, ...] = _TTLS if must_write else (None, *_TTLS)
     states: dict[_State, tuple[int, _Chain | None]] = {((), ()): (0, None)}
-    for q in group:
-        request = requests[q]
-        t = request.at
-        total = tokens[q]
-        key = plan.key[q]
+    for q in range(len(g.index)):
+        t = g.at[q]
+        total = g.tokens[q]
+        key = g.key[q]
         fresh: dict[_State, tuple[int, _Chain | None]] = {}
         for (entries, pings), (cost, chain) in states.items():
             # Pings before t run first (the replay's order); the session's later ones are
@@ -282,7 +423,7 @@ def _solve(
                 now = [p for p in planned if p < t]
                 due += [(p, entry) for p in now]
                 later = planned[len(now) :]
-                if later and session != request.session:
+                if later and session != g.session[q]:
                     kept.append((session, later, entry))
             # A ping's cost was counted when it was scheduled: it always runs (before its
             # target, so before the session's next request) and always reads.
@@ -295,23 +436,23 @@ def _solve(
                 if ttl is None or key is None:
                     step = prices.input * total
                 else:
-                    read = next((e for e in plan.cands[q] if e in after), None)
-                    a = plan.tokens_of[read] if read is not None else 0
+                    read = next((e for e in g.cands[q] if e in after), None)
+                    a = g.tokens_of[read] if read is not None else 0
                     step = prices.read * a + prices.write[ttl] * (total - a)
                     if read is not None:
                         own = after[read][1]
                         after[read] = (t + TTL_SECONDS[own], own)
                     if key not in after:
                         after[key] = (t + TTL_SECONDS[ttl], ttl)
-                step += prices.output * request.output_tokens
+                step += prices.output * g.output[q]
                 options: list[tuple[float, ...]] = [()]
                 if ttl is not None and key is not None and key in after:
                     expires, own = after[key]
                     life = TTL_SECONDS[own]
-                    for target in plan.targets[q]:
+                    for target in g.targets[q]:
                         series: list[float] = []
                         p = expires  # the expiry so far; the next ping goes there
-                        while p < target and p < plan.next_at[q]:
+                        while p < target and p < g.next_at[q]:
                             series.append(p)
                             p += life
                         if series and p >= target and tuple(series) not in options:
@@ -321,35 +462,68 @@ def _solve(
                     ping_cost = 0
                     if times:
                         assert key is not None
-                        scheduled.append((request.session, times, key))
-                        ping_cost = prices.read * plan.tokens_of[key] * len(times)
-                    state = (_relevant(after, scheduled, q, plan), tuple(sorted(scheduled)))
+                        scheduled.append((g.session[q], times, key))
+                        ping_cost = prices.read * g.tokens_of[key] * len(times)
+                    state = (_relevant(after, scheduled, q, g), tuple(sorted(scheduled)))
                     decision = Decision(ttl, tuple(p - t for p in times))
                     candidate = cost + step + ping_cost
                     best = fresh.get(state)
                     if best is None or candidate < best[0]:
                         fresh[state] = (candidate, ((q, decision), chain))
-        states = fresh
+        states = _prune(fresh, q, g)
     cost, chain = min(states.values(), key=lambda v: v[0])
     decisions: dict[int, Decision] = {}
     while chain is not None:
         (q, decision), chain = chain
-        decisions[q] = decision
+        decisions[g.index[q]] = decision
     return cost, decisions
 
 
+def _solve_all(
+    groups: list[_Group], prices: _Prices, must_write: bool
+) -> list[tuple[int, dict[int, Decision]]]:
+    """A batch of groups, solved in order: one task of `optimum`'s executor."""
+    return [_solve(g, prices, must_write) for g in groups]
+
+
+def _batches(groups: list[_Group], count: int) -> list[list[_Group]]:
+    """Groups in `count` batches of about equal requests (largest first onto the lightest
+    batch), each batch in trace order; empty batches are left out."""
+    loads = [0] * count
+    batches: list[list[tuple[int, _Group]]] = [[] for _ in range(count)]
+    order = sorted(range(len(groups)), key=lambda i: -len(groups[i].index))
+    for i in order:
+        lightest = loads.index(min(loads))
+        loads[lightest] += len(groups[i].index)
+        batches[lightest].append((i, groups[i]))
+    return [[g for _, g in sorted(b, key=lambda m: m[0])] for b in batches if b]
+
+
 def optimum(
-    trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL, must_write: bool = False
+    trace: Trace | PreparedTrace,
+    *,
+    model: str = DEFAULT_MODEL,
+    must_write: bool = False,
+    executor: Executor | None = None,
 ) -> Optimum:
-    """The cheapest client schedule of `trace` (see the module docstring), replayed."""
+    """The cheapest client schedule of `trace` (see the module docstring), replayed.
+    `executor` (e.g. a `ProcessPoolExecutor`) solves the independent groups in parallel;
+    the result is the same as without it."""
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     info = get_model(model)
     prices = _Prices(info.id)
     plan = _plan(prepared, info.min_cacheable_tokens)
+    groups = [_group(plan, members) for members in _components(plan)]
+    if executor is None:
+        solved = _solve_all(groups, prices, must_write)
+    else:
+        # A few batches per worker balance the load; each batch is pickled once.
+        batches = _batches(groups, _BATCHES)
+        futures = [executor.submit(_solve_all, b, prices, must_write) for b in batches]
+        solved = [result for future in futures for result in future.result()]
     decisions: list[Decision | None] = [None] * len(prepared.trace.requests)
     planned = 0
-    for group in _components(plan):
-        cost, chosen = _solve(plan, group, prices, must_write)
+    for cost, chosen in solved:
         planned += cost
         for q, decision in chosen.items():
             decisions[q] = decision

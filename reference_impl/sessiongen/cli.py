@@ -321,8 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--generate",
         type=session_count,
         metavar="N",
-        help=f"generate N sessions instead (1 to {MAX_SESSIONS:,}; the offline optimum's time "
-        "grows with N: about 20 s for 40)",
+        help=f"generate N sessions instead (1 to {MAX_SESSIONS:,}; the experiment's time grows "
+        "about linearly with N)",
     )
     warming.add_argument("--format", choices=FORMATS, help="the trace's format (with --trace)")
     warming.add_argument("--seed", type=seed, help="the generator's seed (default 0)")

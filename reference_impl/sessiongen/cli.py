@@ -370,10 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "emulator_throughput",
             "replay_speed",
             "warming_scale",
+            "warming_default",
             "token_accuracy",
         ),
         help="run only this benchmark (repeatable): engine_scale, emulator_scale, "
-        "generate_overhead, emulator_throughput, replay_speed, warming_scale, token_accuracy",
+        "generate_overhead, emulator_throughput, replay_speed, warming_scale, warming_default, "
+        "token_accuracy",
     )
     bench.add_argument(
         "--docs",

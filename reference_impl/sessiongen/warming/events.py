@@ -284,6 +284,8 @@ def _parquet_lines(path: Path) -> Iterator[tuple[int, EventLine]]:
     try:
         parquet = pq.ParquetFile(path)
         columns = _columns(path, parquet.schema_arrow)
+        if parquet.metadata.num_row_groups == 0:  # no rows (pyarrow < 19 fails to iterate)
+            return
         batches = parquet.iter_batches(batch_size=_BATCH_ROWS, columns=columns)
     # pyarrow raises OSError, not ArrowException, for some unreadable data; the system's own
     # errors came up above, where the file was opened

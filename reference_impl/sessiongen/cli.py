@@ -643,6 +643,7 @@ def _warming_experiment(
     from rich.console import Console
 
     from ._progress import progress_bar
+    from .warming.events import ParquetUnavailable
     from .warming.experiment import experiment_steps, run_warming_experiment
     from .warming.formats import article
     from .warming.plots import PlotsUnavailable, require_matplotlib
@@ -672,7 +673,7 @@ def _warming_experiment(
                 trace, out, fit_fraction=fit_fraction, save_policy=save_policy, progress=step
             )
             bar.update(task, completed=total)
-    except PlotsUnavailable as exc:
+    except (PlotsUnavailable, ParquetUnavailable) as exc:  # a missing extra, named
         return _error(str(exc))
     except UnicodeDecodeError as exc:
         return _error(

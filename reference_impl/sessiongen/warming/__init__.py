@@ -5,6 +5,7 @@ and the keeper that keeps live Sessions warm through `session.generate(warming=T
 The names below are the public surface (docs/warming.md); the submodules say how each works.
 """
 
+from .events import ParquetUnavailable, write_events_jsonl, write_events_parquet
 from .experiment import ExperimentResult, run_warming_experiment
 from .formats import FORMATS, load_trace
 from .generator import SessionMix, generate_sessions
@@ -45,6 +46,9 @@ from .shards import LARGE_TRACE, replay_policies, split_trace
 from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest
 
 __all__ = [
+    "ParquetUnavailable",
+    "write_events_jsonl",
+    "write_events_parquet",
     "DEFAULT_POLICY",
     "PolicyFileError",
     "Tracking",

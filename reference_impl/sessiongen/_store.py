@@ -240,6 +240,10 @@ class SessionStore:
         self._snapshots_lock = threading.Lock()
         self.owner = uuid.uuid4().hex
         """This store's name in the drain leases it takes."""
+        # One connection shared by every thread that uses this store, each use under one lock:
+        # sqlite3 connections are not safe to share unguarded (two threads would interleave
+        # their BEGINs), and a connection per thread would give ":memory:" a database each.
+        self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -247,17 +251,19 @@ class SessionStore:
         self._db.executescript(SCHEMA)
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     @contextmanager
     def _transaction(self, mode: str) -> Iterator[sqlite3.Connection]:
-        self._db.execute(f"BEGIN {mode}")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with self._lock:
+            self._db.execute(f"BEGIN {mode}")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -402,19 +408,22 @@ class SessionStore:
 
     def drain_lease(self, session_id: str) -> DrainLease | None:
         """The session's drain lease row as stored, live or stale, or None."""
-        row = self._db.execute(
-            "SELECT owner, pid, host, acquired_at FROM drain_leases WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT owner, pid, host, acquired_at FROM drain_leases WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
         return None if row is None else DrainLease(session_id, *row)
 
     # --- reads -----------------------------------------------------------------------------
 
     def exists(self, session_id: str) -> bool:
-        return _exists(self._db, session_id)
+        with self._lock:
+            return _exists(self._db, session_id)
 
     def session_ids(self) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY rowid")]
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY rowid")]
 
     def read(self, session_id: str) -> SessionRecord:
         """A consistent view of one session: one read transaction.
@@ -463,10 +472,11 @@ class SessionStore:
             self._snapshots.pop(session_id, None)
 
     def events(self, session_id: str) -> list[tuple[int, Event]]:
-        rows = self._db.execute(
-            "SELECT revision, data FROM events WHERE session_id = ? ORDER BY revision",
-            (session_id,),
-        ).fetchall()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT revision, data FROM events WHERE session_id = ? ORDER BY revision",
+                (session_id,),
+            ).fetchall()
         return [(int(r[0]), _event_adapter().validate_json(r[1])) for r in rows]
 
     def dump(self) -> dict[str, list[tuple[object, ...]]]:

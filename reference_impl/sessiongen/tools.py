@@ -7,6 +7,7 @@ workspace; a path that escapes it is a `PathOutsideWorkspace` tool error, never 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -100,14 +101,26 @@ def _read_file(workspace: Path, args: ReadFileArgs) -> str:
     return resolve_inside(workspace, args.path).read_text(encoding="utf-8")
 
 
-def _walk(root: Path) -> Iterable[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file())
+def _walk(base: Path, root: Path) -> Iterable[Path]:
+    """The files under `base` (a resolved directory inside the resolved workspace `root`),
+    in order. Confinement holds for every path a walk touches, not only its argument: a link
+    is listed only if it resolves to a file inside the workspace, and linked directories are
+    not entered (one inside would list its files twice, one outside would leave the
+    workspace)."""
+    found: list[Path] = []
+    for directory, _, files in os.walk(base, followlinks=False):
+        for name in files:
+            path = Path(directory) / name
+            target = path.resolve()
+            if target.is_file() and (target == root or root in target.parents):
+                found.append(path)
+    return sorted(found)
 
 
 def _list_files(workspace: Path, args: ListFilesArgs) -> str:
     base = resolve_inside(workspace, args.path)
     root = workspace.resolve()
-    return "\n".join(str(p.relative_to(root)) for p in _walk(base))
+    return "\n".join(str(p.relative_to(root)) for p in _walk(base, root))
 
 
 def _grep(workspace: Path, args: GrepArgs) -> str:
@@ -118,7 +131,7 @@ def _grep(workspace: Path, args: GrepArgs) -> str:
     base = resolve_inside(workspace, args.path)
     root = workspace.resolve()
     hits: list[str] = []
-    for path in [base] if base.is_file() else _walk(base):
+    for path in [base] if base.is_file() else _walk(base, root):
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except UnicodeDecodeError:

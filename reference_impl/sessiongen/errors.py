@@ -84,6 +84,12 @@ class SessiongenError(Exception):
         """Set the attributes `__init__` would have set, from a problem body (`from_problem`);
         a class whose constructor sets attributes overrides it."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its message and attributes, rebuilt without calling `__init__` again: a
+        # constructor that formats its message from an argument (a session id) would format
+        # the message a second time.
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
     def problem_details(self) -> dict[str, Any]:
         """The RFC 9457 problem+json body for this error."""
         return {
@@ -92,6 +98,16 @@ class SessiongenError(Exception):
             "status": self.http_status,
             "detail": str(self),
         }
+
+
+def _rebuild(
+    cls: type[SessiongenError], args: tuple[Any, ...], state: dict[str, Any]
+) -> SessiongenError:
+    """The error `SessiongenError.__reduce__` pickled."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class InvalidInput(SessiongenError):

@@ -89,6 +89,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ..cache import LOOKBACK_WINDOW, TTL, TTL_SECONDS, get_model, price
+from ._grouping import connected
 from .policies import DEFAULT_MODEL, Decision, Scheduled
 from .replay import PreparedTrace, ReplayResult, prepare, replay
 from .traces import Trace
@@ -203,27 +204,12 @@ def _plan(prepared: PreparedTrace, min_tokens: int) -> _Plan:
 
 def _components(plan: _Plan) -> list[list[int]]:
     """Requests grouped so that no entry is written or read across groups."""
-    n = len(plan.key)
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    first: dict[str, int] = {}
-    for i in range(n):
-        k = plan.key[i]
-        for entry in [*plan.cands[i], *([k] if k is not None else [])]:
-            if entry in first:
-                parent[find(i)] = find(first[entry])
-            else:
-                first[entry] = i
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(find(i), []).append(i)
-    return list(groups.values())
+    return connected(
+        [
+            [*plan.cands[i], *([k] if (k := plan.key[i]) is not None else [])]
+            for i in range(len(plan.key))
+        ]
+    )
 
 
 @dataclass

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
 from ..cache import LOOKBACK_WINDOW
+from ._grouping import connected
 from .policies import DEFAULT_MODEL, Policy
 from .replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
 from .traces import Trace
@@ -37,36 +38,19 @@ the processes and sending them the trace costs more than the replays."""
 
 def _groups(prepared: PreparedTrace) -> list[list[int]]:
     """Requests grouped so that no cache entry and no session spans two groups."""
-    n = len(prepared.hashes)
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    first: dict[str, int] = {}  # prefix hash -> the first request that can touch its entry
     ttl = next(iter(prepared.blocks), None)  # every TTL marks the same positions
+    keys: list[set[object]] = []
     for i, hashes in enumerate(prepared.hashes):
-        p = prepared.previous[i]
-        if p >= 0:
-            parent[find(i)] = find(p)
-        keys: set[str] = set()
+        # The session, and every prefix an entry of this request can be read or written at.
+        mine: set[object] = {("session", prepared.trace.requests[i].session)}
         marks = prepared.blocks[ttl][i] if ttl is not None else ()
         for k, (_, _, mark) in enumerate(marks):
             if mark is not None:
-                keys.update(hashes[max(k - LOOKBACK_WINDOW + 1, 0) : k + 1])
+                mine.update(hashes[max(k - LOOKBACK_WINDOW + 1, 0) : k + 1])
         for entry in prepared.warm.get(i, ()):
-            keys.add(entry[-1][0])
-        for key in keys:
-            owner = first.setdefault(key, i)
-            if owner != i:
-                parent[find(i)] = find(owner)
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(find(i), []).append(i)
-    return list(groups.values())
+            mine.add(entry[-1][0])
+        keys.append(mine)
+    return connected(keys)
 
 
 def _part(prepared: PreparedTrace, indices: Sequence[int]) -> PreparedTrace:

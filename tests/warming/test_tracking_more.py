@@ -15,6 +15,7 @@ from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.policies import (
     Decision,
     Fixed,
+    GapOracle,
     History,
     Learned,
     Policy,
@@ -110,6 +111,27 @@ def test_quiet_pings_are_charged_only_once_the_session_is_quiet() -> None:
     assert result.pings == replay(trace, pinger).pings > 0
 
 
+def test_a_caller_that_does_not_say_extends_has_prompts_read_their_predecessor() -> None:
+    """The live keeper builds each `History` without `extends`: a session's prompt then
+    counts as extending the previous one, so the shadow reads it as the replay does."""
+    trace = Trace.ordered(
+        "keeper-like", [_request("k", 60.0 * t, (3000,) * (t + 1)) for t in range(4)]
+    )
+    tracking = Tracking(experts=[five_minutes(), one_hour()], min_history=0)
+    previous: TraceRequest | None = None
+    for turn, request in enumerate(trace.requests):
+        before = 0 if previous is None else previous.input_tokens
+        gap = None if previous is None else request.at - previous.at
+        history = History(-1, turn, gap, before, before)
+        tracking.observe(request, history)
+        tracking.decide_for("5m", request, history)
+        previous = request
+    for expert in (five_minutes(), one_hour()):
+        assert tracking.costs()[expert.name] == pytest.approx(
+            prompt_cost(replay(trace, expert)), rel=1e-9
+        )
+
+
 # --- min_history, stickiness, decide_for -------------------------------------------------
 
 
@@ -195,6 +217,16 @@ def test_fit_carries_the_history_seen_into_later_replays() -> None:
     assert _written(fresh, tracking) == ["1h", "1h"]
 
 
+def test_tracking_follows_only_online_experts_with_a_margin_below_one() -> None:
+    with pytest.raises(ValueError, match="online"):
+        Tracking(experts=[five_minutes(), GapOracle(_odd_sessions())])
+    with pytest.raises(ValueError, match="online"):
+        Tracking(experts=[])
+    for margin in (1.0, -0.1):
+        with pytest.raises(ValueError, match="margin"):
+            Tracking(margin=margin)
+
+
 # --- Learned's gap split -------------------------------------------------------------------
 
 
@@ -261,9 +293,9 @@ def _learned_table(rows: int = 2, counts: int = 16, value: object = 0) -> list[l
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (lambda s: {**s, "costs": [math.nan] * 8}, "tracking.costs"),
-        (lambda s: {**s, "costs": [math.inf] * 8}, "tracking.costs"),
-        (lambda s: {**s, "costs": [1.0] * 7}, "tracking.costs: expected 8 costs"),
+        (lambda s: {**s, "costs": [math.nan] * len(s["costs"])}, "tracking.costs"),
+        (lambda s: {**s, "costs": [math.inf] * len(s["costs"])}, "tracking.costs"),
+        (lambda s: {**s, "costs": s["costs"][:-1]}, "tracking.costs: expected"),
         (lambda s: {**s, "seen": -1}, "tracking.seen"),
         (lambda s: {**s, "seen": 2.5}, "tracking.seen"),
         (lambda s: {k: v for k, v in s.items() if k != "seen"}, "state: missing 'seen'"),

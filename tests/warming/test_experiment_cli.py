@@ -350,3 +350,45 @@ def test_on_the_mooncake_first_half_the_default_beats_5m_on_the_held_back_part(
     fit, held = load_trace(MOONCAKE_FIRST_HALF, "mooncake").split(0.5)
     assert f"{len(held.requests):,} requests" in run.out
     assert f"fitted on the {len({r.session for r in fit.requests}):,} sessions" in run.out
+
+
+def test_the_default_line_gives_its_cost_against_the_best_online_policys(generated: Run) -> None:
+    (line,) = [line for line in generated.out.splitlines() if line.startswith("default policy")]
+    rows = generated.rows()
+    default = next(row for row in rows if row["default"] == "true")
+    best = min((row for row in rows if row["online"] == "true"), key=lambda r: float(r["cost"]))
+    share = float(default["cost"]) / float(best["cost"])
+    assert line.endswith(f", {share:.3f} of the best online policy's cost"), line
+
+
+def test_a_split_run_calibrates_on_the_whole_trace(tmp_path: Path) -> None:
+    """The policy table is the held-back part, but calibration fits nothing, so it covers
+    every recorded request of the trace."""
+    trace = load_trace(FIXTURE_TRACES["claude-code"], "claude-code")
+    fit, held = trace.split(0.5)
+    assert fit.requests and held.requests
+    result = run_warming_experiment(trace, tmp_path, fit_fraction=0.5)
+    assert result.table.part == "held_back" and result.table.requests == len(held.requests)
+    assert result.table.calibration is not None
+    assert len(result.table.calibration.rows) == len(trace.requests)
+    with (tmp_path / "calibration.csv").open(newline="", encoding="utf-8") as handle:
+        assert len(list(csv.DictReader(handle))) == len(trace.requests)
+
+
+def test_without_fitting_there_is_no_fitting_step(tmp_path: Path) -> None:
+    steps: list[str] = []
+    trace = load_trace(FIXTURE_TRACES["events"], "events")
+    run_warming_experiment(trace, tmp_path, fit_fraction=0.0, progress=steps.append)
+    assert "fitting the learning policies" not in steps
+    assert len(steps) == experiment_steps(trace, fit_fraction=0.0) == experiment_steps() - 1
+
+
+@pytest.mark.parametrize("fraction", [1.0, -0.5])
+def test_a_bad_fit_fraction_fails_before_anything_is_written(
+    fraction: float, tmp_path: Path
+) -> None:
+    trace = load_trace(FIXTURE_TRACES["events"], "events")
+    out, saved = tmp_path / "out", tmp_path / "policy.json"
+    with pytest.raises(ValueError, match="fit fraction must be at least 0 and below 1"):
+        run_warming_experiment(trace, out, fit_fraction=fraction, save_policy=saved)
+    assert not out.exists() and not saved.exists()

@@ -19,6 +19,7 @@ from sessiongen.warming.report import (
     PolicyTable,
     compare_held_back,
     compare_policies,
+    prompt_cost,
     sweep_intervals,
     write_csv,
 )
@@ -101,3 +102,22 @@ def test_the_csv_has_one_row_per_policy(generated: PolicyTable, tmp_path: Path) 
     assert [r["policy"] for r in rows] == [r.policy for r in generated.rows]
     assert {r["online"] for r in rows} == {"true", "false"}
     assert float(rows[0]["cost"]) == pytest.approx(generated.rows[0].cost)
+
+
+def test_compare_held_back_fits_on_the_first_part_and_prices_the_rest() -> None:
+    """The learning policies fit on the sessions that start first and every row is priced on
+    the part held back: the learned row is what the policy fitted on the first part costs
+    there, not what one fitted on the held-back part itself would."""
+    trace = generate_sessions(8, seed=3)
+    fit, held = trace.split(0.5)
+    table = compare_held_back(trace, policies=[policies.Learned(), policies.five_minutes()])
+    assert (table.part, table.trace, table.requests) == (
+        "held_back",
+        held.name,
+        len(held.requests),
+    )
+    assert table.fitted_sessions == len(fit.sessions())
+    expected = prompt_cost(replay(held, policies.Learned().fit(fit)))
+    leaked = prompt_cost(replay(held, policies.Learned().fit(held)))
+    assert expected != pytest.approx(leaked)
+    assert table.row("learned").cost == pytest.approx(expected, rel=1e-12)

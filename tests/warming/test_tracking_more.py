@@ -350,3 +350,19 @@ def test_a_bad_saved_state_is_a_policy_file_error(
     with pytest.raises(PolicyFileError) as raised:
         load_policy(path)
     assert str(raised.value).startswith(f"{path}: ") and says in str(raised.value), raised.value
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"margin": 5}, {"min_history": -1}, {"min_history": True}, {"seen": 2.5}],
+    ids=["margin", "min_history<0", "min_history bool", "seen float"],
+)
+def test_a_refused_state_loads_nothing(change: dict[str, object]) -> None:
+    """`load_state` is all or nothing: a state refused for any field leaves the policy, its
+    `Learned` experts included, as it was."""
+    policy = Tracking().fit(generate_sessions(6, seed=2))
+    before = policy.state()
+    other = Tracking().fit(generate_sessions(6, seed=9)).state()
+    with pytest.raises(ValueError):
+        policy.load_state({**other, **change})
+    assert policy.state() == before

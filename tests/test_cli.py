@@ -190,3 +190,12 @@ def test_serve_refuses_a_bad_warming_policy_file(
     line = _one_line_error(result)
     assert result.returncode == 2
     assert line.startswith("sessiongen serve: error: argument --warming-policy: ") and says in line
+
+
+def test_an_unknown_option_before_the_command_names_itself() -> None:
+    """Not "the following arguments are required: command": the mistake is the option."""
+    result = _cli("--bogus")
+    line = _one_line_error(result)
+    assert result.returncode == 2
+    assert line.startswith("sessiongen: error: unrecognized argument '--bogus'; a command comes")
+    assert "demo, serve, emulator, experiment, bench, workbench" in line

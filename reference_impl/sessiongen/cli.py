@@ -222,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     emulator.add_argument(
         "--token",
         help=f"require 'Authorization: Bearer TOKEN' on the admin API (/_emulator/*); "
-        f"/v1/messages still accepts any SDK key (default: ${EMULATOR_TOKEN_ENV}; prefer it, "
+        f"the provider routes still accept any SDK key (default: ${EMULATOR_TOKEN_ENV}; prefer it, "
         "a command line is visible to other users)",
     )
     emulator.add_argument(
@@ -432,6 +432,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--port", type=port, default=8000, help="the port --serve listens on (default 8000)"
     )
 
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given and given[0].startswith("-") and given[0] not in ("-h", "--help", "--version"):
+        # argparse would first complain that no command was given, hiding the real mistake.
+        parser.error(
+            f"unrecognized argument {given[0]!r}; a command comes first: "
+            + ", ".join(commands.choices)
+        )
     args = parser.parse_args(argv)
     if args.command == "bench":
         from . import _bench

@@ -1,5 +1,6 @@
-"""An Anthropic-compatible Messages API emulator with a prompt-cache model and a virtual
-clock, so the official `anthropic` SDK can run cache and TTL experiments offline.
+"""A provider emulator (Anthropic Messages, OpenAI Chat Completions and Responses, Bedrock
+Converse, Gemini) on one prompt-cache model and a virtual clock, so each provider's official
+SDK can run cache and TTL experiments offline.
 
 The cache rules live in `sessiongen.cache`; this package is HTTP, validation, replies and
 state. Not modelled (by design or for lack of a source): the tool-use system-prompt overhead

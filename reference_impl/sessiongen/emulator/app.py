@@ -231,10 +231,11 @@ class _AdminAuth:
 
 
 def create_app(state: EmulatorState | None = None, *, token: str | None = None) -> FastAPI:
-    """An Anthropic-compatible Messages API over `state` (a fresh one if None), reachable as
-    `app.state.emulator`. Any x-api-key is accepted. With `token`, everything but the
-    Messages API (the `/_emulator` admin and fault endpoints) requires `Authorization:
-    Bearer <token>`: what `sessiongen emulator` sets off loopback."""
+    """The emulated provider APIs (Anthropic Messages, OpenAI, Bedrock, Gemini) over `state`
+    (a fresh one if None), reachable as `app.state.emulator`. Any SDK key is accepted. With
+    `token`, everything but the provider routes (the `/_emulator` admin and fault endpoints)
+    requires `Authorization: Bearer <token>`: what `sessiongen emulator` sets off
+    loopback."""
     if token is not None and not token:
         raise ValueError("the token must not be empty")
     emulator = state if state is not None else EmulatorState()

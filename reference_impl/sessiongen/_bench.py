@@ -252,7 +252,7 @@ REGISTRY: tuple[Benchmark, ...] = (
             ),
             FigureSpec(
                 "optimum_1000_sessions_s",
-                "optimum of 1,000 generated sessions, 2 processes (--quick: extrapolated)",
+                "optimum of 1,000 generated sessions, in process (--quick: extrapolated)",
                 "s",
                 30,
             ),

@@ -351,7 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the benchmarks, print their figures against their targets, write bench.json",
         description="Run the benchmark scripts of this checkout's benchmarks/ directory (each "
         "a registered entry of sessiongen._bench), print a table of every figure against its "
-        "target, and write the record (figures, machine, commit) as JSON. One to two minutes.",
+        "target, and write the record (figures, machine, commit) as JSON. About 15 minutes on 2 "
+        "cores, most of it warming_scale's million requests.",
     )
     bench.add_argument(
         "--quick", action="store_true", help="smaller runs (for tests; figures not comparable)"

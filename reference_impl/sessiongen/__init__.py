@@ -11,7 +11,7 @@ from ._engine import SessionEngine
 from ._generate import GenerateResult, ToolResult, ToolsPolicy
 from ._request import RequestHook, RequestInfo, SessionModelRequest
 from ._runner import DrainResult
-from ._store import SessionStore
+from ._store import SessionRecord, SessionStore
 from .cache_policy import CachePolicy, no_cache, opencode_default, previous_tail
 from .errors import (
     AgentNotFound,
@@ -90,6 +90,7 @@ __all__ = [
     "SessionExists",
     "SessionModelRequest",
     "SessionNotFound",
+    "SessionRecord",
     "SessionStore",
     "SessiongenError",
     "Snapshot",

@@ -12,7 +12,7 @@ from ._context import SessionContext, Snapshot
 from ._generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
 from ._request import RequestHook, SessionModelRequest
 from ._runner import DrainResult, SessionRunner
-from ._store import SessionStore
+from ._store import SessionRecord, SessionStore
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .errors import AgentNotFound, InvalidArgument
 from .llm.client import LLMClient
@@ -106,7 +106,15 @@ class SessionEngine:
         lock = self._drains.get(session_id)
         return lock is not None and lock.locked()
 
+    def get_session(self, session_id: str) -> SessionRecord:
+        """The session as stored, read in one transaction: `session` (its revision, agent,
+        workspace), `messages`, `pending` inputs, `usage` totals and provider `calls`.
+        Raises `SessionNotFound`. A `generate` leaves every field of it as it was."""
+        return self.store.read(session_id)
+
     def select(self, session_id: str) -> Snapshot:
+        """The read-only snapshot a Step or a `generate` would prepare its request from: the
+        session's committed messages, its agent and instructions, at one revision."""
         return self.context.select(session_id)
 
     async def generate(

@@ -40,11 +40,13 @@ INTERRUPTED_BY_EXIT = "the process ended before the Step settled"
 
 @dataclass(frozen=True)
 class DrainResult:
-    """What one drain did: the steps it ran, the last finish reason, the summed usage."""
+    """What one drain did: the steps it ran, the last finish reason, the summed usage, and
+    the session's revision when it ended (what a later `generate` reports unchanged)."""
 
     steps: int
     finish_reason: FinishReason | None
     usage: Usage = field(default_factory=Usage)
+    revision: int = 0
 
 
 @dataclass
@@ -154,4 +156,5 @@ class SessionRunner:
                 snapshot.session.workspace,
             )
             if not settled.tool_calls or step >= snapshot.agent.steps:
-                return DrainResult(steps=step, finish_reason=finish, usage=usage)
+                revision = self.store.read(session_id).session.revision
+                return DrainResult(step, finish, usage, revision)

@@ -168,3 +168,35 @@ async def test_session_whose_agent_was_removed_is_agent_not_found(
     engine.agents.clear()
     with pytest.raises(AgentNotFound):
         engine.select(session.id)
+
+
+async def test_a_turn_returns_its_revision_and_get_session_reads_the_session_back(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """The prototyper's engine API: `run` says which revision the turn left, and
+    `get_session` reads the session back (messages, usage totals, calls) without the store;
+    a `generate` after it reports the same revision and changes nothing of it."""
+    engine, scripted, _ = make_engine()
+    scripted.queue(
+        [
+            ScriptedReply.calling(("t1", "read_file", {"path": "src/app.py"})),
+            ScriptedReply(text="It adds."),
+            ScriptedReply(text="A title"),
+        ]
+    )
+    session = engine.create_session("build", workspace=workspace)
+    turn = await engine.run(session.id, "What does src/app.py do?")
+    record = engine.get_session(session.id)
+    assert (
+        turn.revision == record.session.revision == engine.store.read(session.id).session.revision
+    )
+    assert turn.steps == 2 and record.calls == 2 and record.usage == turn.usage
+    assert [type(m).__name__ for m in record.messages] == [
+        "UserMessage",
+        "AssistantMessage",
+        "AssistantMessage",
+    ]
+    result = await engine.generate(session.id, "Give this session a title.")
+    assert result.revision == turn.revision and engine.get_session(session.id) == record
+    with pytest.raises(SessionNotFound):
+        engine.get_session("ses_nope")

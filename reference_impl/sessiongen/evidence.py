@@ -588,15 +588,12 @@ def warming_tables(root: Path) -> dict[str, str]:
     (under `root`) always, the Mooncake traces when `../shared/data/mooncake` is present
     (file name -> markdown; a file missing here means its data is absent on this
     machine)."""
-    tables = {
-        "warming-policies-generated.md": warming_policy_table(
-            [generate_sessions(GENERATED_SESSIONS, seed=1)]
-        )
-    }
+    generated = generate_sessions(GENERATED_SESSIONS, seed=1)
     real = load_trace(root / REAL_CODING_LOG, "claude-code", name="real-claude-code")
-    tables["warming-held-back-generated.md"] = held_back_table(
-        [generate_sessions(GENERATED_SESSIONS, seed=1), real]
-    )
+    tables = {
+        "warming-policies-generated.md": warming_policy_table([generated]),
+        "warming-held-back-generated.md": held_back_table([generated, real]),
+    }
     mooncake = shared_mooncake_dir()
     files = [mooncake / f"{n}.jsonl" for n in ("conversation_trace_first_half", "synthetic_trace")]
     if all(f.exists() for f in files):

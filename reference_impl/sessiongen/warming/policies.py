@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from ..cache import TTL, TTL_SECONDS, get_model, price
@@ -645,10 +645,9 @@ class Tracking(_Base):
                 for e, shadows in enumerate(self._shadows):
                     shadow = shadows.get(session)
                     if shadow is not None and shadow.offsets and not shadow.provisional:
-                        probe = _Shadow(
-                            shadow.at, shadow.tokens, shadow.ttl, shadow.expires, shadow.offsets
-                        )
-                        shadow.provisional = self._pings(probe, float("inf"))
+                        # On a copy: the session may still come back and its real gap
+                        # then settles the charge against the shadow as it is now.
+                        shadow.provisional = self._pings(replace(shadow), float("inf"))
                         self._costs[e] += shadow.provisional
             k += 1
         if k > 4096 and k * 2 > len(quiet):  # drop the swept head now and then

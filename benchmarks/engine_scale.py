@@ -18,7 +18,10 @@ Figures (ratios are medians of repeats, so they travel between machines):
                               tokens, as generate's overflow check does), `prepare`
   import_over_json(_cpu)      `import sessiongen` / `import json`, each in a fresh
                               interpreter: wall time, and CPU time, the steadier one on a
-                              shared machine (target <= 10)
+                              shared machine (target <= 5: the package loads a module
+                              when one of its names is first used)
+  import_engine_over_json     `from sessiongen import SessionEngine, SessionStore` / `import
+                              json`: what a prototype that runs sessions pays (pydantic, SQLite)
 
 plus the absolute medians behind them (`*_ms`). Sessions are seeded by appending the events
 real turns record (a user prompt, a settled answer, now and then a tool call and its
@@ -252,12 +255,17 @@ def run(quick: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="sessiongen-pycache-") as pycache:
         package, package_cpu = import_ms("import sessiongen", repeats, pycache)
         plain, plain_cpu = import_ms("import json", repeats, pycache)
+        engine, _ = import_ms(
+            "from sessiongen import SessionEngine, SessionStore", repeats, pycache
+        )
     figures["import_sessiongen_ms"] = package
     figures["import_json_ms"] = plain
     figures["import_over_json"] = package / plain
     figures["import_sessiongen_cpu_ms"] = package_cpu
     figures["import_json_cpu_ms"] = plain_cpu
     figures["import_over_json_cpu"] = package_cpu / plain_cpu
+    figures["import_engine_ms"] = engine
+    figures["import_engine_over_json"] = engine / plain
     return figures
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
+from sessiongen._choices import PROVIDERS
 from sessiongen._probe import (
-    PROVIDERS,
     Counts,
     Lifetime,
     available_lifetime,

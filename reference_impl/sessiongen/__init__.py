@@ -4,50 +4,10 @@ Prototypes import from here, and their tests take the test doubles from `session
 everything else is internal and may move.
 """
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
-from ._context import SessionContext, Snapshot
-from ._engine import SessionEngine
-from ._generate import GenerateResult, ToolResult, ToolsPolicy
-from ._request import RequestHook, RequestInfo, SessionModelRequest
-from ._runner import DrainResult
-from ._store import SessionRecord, SessionStore
-from .cache_policy import CachePolicy, no_cache, opencode_default, previous_tail
-from .errors import (
-    AgentNotFound,
-    ContextOverflow,
-    EmptyPrompt,
-    InstructionsInitializationBlocked,
-    InvalidArgument,
-    InvalidInput,
-    InvalidToolArguments,
-    MalformedRequest,
-    NotFound,
-    PathOutsideWorkspace,
-    PromptTooLarge,
-    ProviderAuthenticationError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderInvalidRequest,
-    ProviderNotFound,
-    ProviderOverloaded,
-    ProviderRateLimited,
-    ProviderServerError,
-    ProviderStreamInterrupted,
-    ProviderTimeout,
-    RequestTooLarge,
-    SessionBusy,
-    SessionExists,
-    SessiongenError,
-    SessionNotFound,
-    ToolError,
-    ToolExecutionFailed,
-    Unauthorized,
-    UnknownTool,
-)
-from .llm import LLMClient, LLMRequest, LLMResponse
-from .llm.types import Usage
-from .model import Agent, ModelRef, Session
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "Agent",
@@ -106,16 +66,163 @@ __all__ = [
     "previous_tail",
 ]
 
+# Where each public name is defined. `import sessiongen` loads none of them: a name's module is
+# imported when the name is first used, so the command line (`sessiongen --version`) and a
+# prototype that needs only the errors do not pay for pydantic, SQLite and the provider SDKs.
+_DEFINED_IN: dict[str, str] = {
+    "Agent": ".model",
+    "AgentNotFound": ".errors",
+    "AnthropicLLMClient": ".llm.anthropic",
+    "CachePolicy": ".cache_policy",
+    "ContextOverflow": ".errors",
+    "DrainResult": "._runner",
+    "EmptyPrompt": ".errors",
+    "GenerateResult": "._generate",
+    "InstructionsInitializationBlocked": ".errors",
+    "InvalidArgument": ".errors",
+    "InvalidInput": ".errors",
+    "InvalidToolArguments": ".errors",
+    "LLMClient": ".llm",
+    "LLMRequest": ".llm",
+    "LLMResponse": ".llm",
+    "MalformedRequest": ".errors",
+    "ModelRef": ".model",
+    "NotFound": ".errors",
+    "PathOutsideWorkspace": ".errors",
+    "PromptTooLarge": ".errors",
+    "ProviderAuthenticationError": ".errors",
+    "ProviderConnectionError": ".errors",
+    "ProviderError": ".errors",
+    "ProviderInvalidRequest": ".errors",
+    "ProviderNotFound": ".errors",
+    "ProviderOverloaded": ".errors",
+    "ProviderRateLimited": ".errors",
+    "ProviderServerError": ".errors",
+    "ProviderStreamInterrupted": ".errors",
+    "ProviderTimeout": ".errors",
+    "RequestHook": "._request",
+    "RequestInfo": "._request",
+    "RequestTooLarge": ".errors",
+    "Session": ".model",
+    "SessionBusy": ".errors",
+    "SessionContext": "._context",
+    "SessionEngine": "._engine",
+    "SessionExists": ".errors",
+    "SessionModelRequest": "._request",
+    "SessionNotFound": ".errors",
+    "SessionRecord": "._store",
+    "SessionStore": "._store",
+    "SessiongenError": ".errors",
+    "Snapshot": "._context",
+    "ToolError": ".errors",
+    "ToolExecutionFailed": ".errors",
+    "ToolResult": "._generate",
+    "ToolsPolicy": "._generate",
+    "Unauthorized": ".errors",
+    "UnknownTool": ".errors",
+    "Usage": ".llm.types",
+    "no_cache": ".cache_policy",
+    "opencode_default": ".cache_policy",
+    "previous_tail": ".cache_policy",
+}
 
 if TYPE_CHECKING:
-    from .llm.anthropic import AnthropicLLMClient
+    from ._context import (
+        SessionContext,
+        Snapshot,
+    )
+    from ._engine import (
+        SessionEngine,
+    )
+    from ._generate import (
+        GenerateResult,
+        ToolResult,
+        ToolsPolicy,
+    )
+    from ._request import (
+        RequestHook,
+        RequestInfo,
+        SessionModelRequest,
+    )
+    from ._runner import (
+        DrainResult,
+    )
+    from ._store import (
+        SessionRecord,
+        SessionStore,
+    )
+    from .cache_policy import (
+        CachePolicy,
+        no_cache,
+        opencode_default,
+        previous_tail,
+    )
+    from .errors import (
+        AgentNotFound,
+        ContextOverflow,
+        EmptyPrompt,
+        InstructionsInitializationBlocked,
+        InvalidArgument,
+        InvalidInput,
+        InvalidToolArguments,
+        MalformedRequest,
+        NotFound,
+        PathOutsideWorkspace,
+        PromptTooLarge,
+        ProviderAuthenticationError,
+        ProviderConnectionError,
+        ProviderError,
+        ProviderInvalidRequest,
+        ProviderNotFound,
+        ProviderOverloaded,
+        ProviderRateLimited,
+        ProviderServerError,
+        ProviderStreamInterrupted,
+        ProviderTimeout,
+        RequestTooLarge,
+        SessionBusy,
+        SessionExists,
+        SessiongenError,
+        SessionNotFound,
+        ToolError,
+        ToolExecutionFailed,
+        Unauthorized,
+        UnknownTool,
+    )
+    from .llm import (
+        LLMClient,
+        LLMRequest,
+        LLMResponse,
+    )
+    from .llm.anthropic import (
+        AnthropicLLMClient,
+    )
+    from .llm.types import (
+        Usage,
+    )
+    from .model import (
+        Agent,
+        ModelRef,
+        Session,
+    )
 
 
 def __getattr__(name: str) -> Any:
-    # The provider SDK is imported when a provider client is first asked for, not with the
-    # package: the engine, the store and the cache model never need it.
-    if name == "AnthropicLLMClient":
-        from .llm.anthropic import AnthropicLLMClient
+    module = _DEFINED_IN.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sessiongen' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    if module.startswith("._") and isinstance(value, type):
+        # Defined in an internal module: reported (in reprs, docs and pickles) as the public
+        # name it is imported by. A deferred pydantic model is built first, while its
+        # annotations still resolve in the module that defines them.
+        rebuild = getattr(value, "model_rebuild", None)
+        if rebuild is not None:
+            rebuild()
+        value.__module__ = __name__
+    globals()[name] = value
+    return value
 
-        return AnthropicLLMClient
-    raise AttributeError(f"module 'sessiongen' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -130,7 +130,7 @@ REGISTRY: tuple[Benchmark, ...] = (
                 "import_over_json",
                 "import sessiongen / import json, each in a fresh interpreter",
                 "ratio",
-                10,
+                5,
             ),
             *(
                 FigureSpec(
@@ -151,6 +151,11 @@ REGISTRY: tuple[Benchmark, ...] = (
             FigureSpec(
                 "import_over_json_cpu",
                 "import sessiongen / import json, CPU time of each fresh interpreter",
+                "ratio",
+            ),
+            FigureSpec(
+                "import_engine_over_json",
+                "from sessiongen import SessionEngine, SessionStore / import json (loads pydantic)",
                 "ratio",
             ),
             *(
@@ -177,6 +182,9 @@ REGISTRY: tuple[Benchmark, ...] = (
             FigureSpec("turn_10000_ms", "durable turn, 10,000 messages", "ms"),
             FigureSpec("import_sessiongen_ms", "import sessiongen, fresh interpreter", "ms"),
             FigureSpec("import_json_ms", "import json, fresh interpreter", "ms"),
+            FigureSpec(
+                "import_engine_ms", "from sessiongen import SessionEngine, SessionStore", "ms"
+            ),
             FigureSpec("import_sessiongen_cpu_ms", "import sessiongen, CPU time", "ms"),
             FigureSpec("import_json_cpu_ms", "import json, CPU time", "ms"),
         ),

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 __all__ = ["InsecureBind", "bearer_token", "check_bind", "is_loopback", "probe", "token_matches"]
 
 SERVER_TOKEN_ENV = "SESSIONGEN_TOKEN"
+EMULATOR_TOKEN_ENV = "SESSIONGEN_EMULATOR_TOKEN"
 SERVER_EXPOSES = "anyone who can reach it could run turns on the provider"
 
 

@@ -34,12 +34,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ._bind import EMULATOR_TOKEN_ENV
+from ._choices import Provider
 from .cache import get_model, list_models, price
 from .llm.types import Usage
 from .tokens import count_text_tokens, text_scale
 
-Provider = Literal["anthropic", "bedrock", "openai", "gemini"]
-PROVIDERS: tuple[Provider, ...] = ("anthropic", "bedrock", "openai", "gemini")
 Lifetime = Literal["default", "short", "long"]
 """How long a request asks its cache entries to live: the provider's default, its short
 lifetime (Anthropic and Bedrock 5m, OpenAI `in_memory`) or its long one (1h, OpenAI `24h`).
@@ -58,7 +58,6 @@ TTL_SECONDS = 300.0
 TTL_MARGIN = 15.0
 RETENTION_GAP = 600.0
 """The retention probe's idle gap: past the short lifetime, well inside the long one."""
-EMULATOR_TOKEN_ENV = "SESSIONGEN_EMULATOR_TOKEN"
 BEARER_ENV = "AWS_BEARER_TOKEN_BEDROCK"
 DETECT_TIMEOUT = 10.0
 ADMIN_CLOCK = "/_emulator/clock"

@@ -15,6 +15,12 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, cast
 
+from ._bind import EMULATOR_TOKEN_ENV
+from ._bind import SERVER_TOKEN_ENV as TOKEN_ENV
+from ._choices import PROVIDERS as DEMO_PROVIDERS
+from ._choices import SERVE_PROVIDERS as PROVIDERS
+from ._choices import TRACE_FORMATS as FORMATS
+
 if TYPE_CHECKING:
     from .lab import Provider as LabProvider
     from .server.serve import Provider
@@ -23,11 +29,6 @@ if TYPE_CHECKING:
 
 PORTS = range(1, 65536)
 MAX_SESSIONS = 100_000
-FORMATS = ("mooncake", "events", "claude-code", "opencode")  # warming.formats.FORMATS, unimported
-PROVIDERS = ("emulator", "anthropic")  # server.serve.PROVIDERS, unimported
-DEMO_PROVIDERS = ("anthropic", "bedrock", "openai", "gemini")  # lab.PROVIDERS, unimported
-TOKEN_ENV = "SESSIONGEN_TOKEN"
-EMULATOR_TOKEN_ENV = "SESSIONGEN_EMULATOR_TOKEN"  # emulator.server.TOKEN_ENV, unimported
 
 
 class _Parser(argparse.ArgumentParser):

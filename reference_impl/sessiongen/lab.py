@@ -17,11 +17,13 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import httpx2
 
+from ._choices import PROVIDERS as PROVIDERS
+from ._choices import Provider as Provider
 from ._engine import SessionEngine
 from ._request import RequestHook
 from ._store import SessionStore
@@ -40,9 +42,6 @@ from .tools import ToolRegistry
 
 BASE_URL = "http://emulator.lab"
 
-Provider = Literal["anthropic", "bedrock", "openai", "gemini"]
-PROVIDERS: tuple[Provider, ...] = ("anthropic", "bedrock", "openai", "gemini")
-"""The providers a lab can drive: each through its own official SDK and LLMClient."""
 
 PROVIDER_MODELS: dict[Provider, str] = {
     "anthropic": SAMPLE_AGENT.model.id,

@@ -15,12 +15,12 @@ from types import TracebackType
 
 import uvicorn
 
+from .._bind import EMULATOR_TOKEN_ENV as TOKEN_ENV
 from .._bind import check_bind, probe
 from .app import create_app
 from .state import EmulatorState
 
 STARTUP_TIMEOUT = 10.0
-TOKEN_ENV = "SESSIONGEN_EMULATOR_TOKEN"
 EXPOSES = (
     "anyone who can reach it could read its request log and reset, script or fault it "
     "through /_emulator"

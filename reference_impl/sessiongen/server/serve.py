@@ -25,11 +25,13 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from .._bind import InsecureBind, check_bind, is_loopback, probe
+from .._choices import SERVE_PROVIDERS as PROVIDERS
+from .._choices import ServeProvider
 from .._engine import SessionEngine
 from .._store import SessionStore
 from ..emulator import EmulatorState, VirtualClock
@@ -56,8 +58,7 @@ __all__ = [
     "serve",
 ]
 
-Provider = Literal["emulator", "anthropic"]
-PROVIDERS: tuple[Provider, ...] = ("emulator", "anthropic")
+Provider = ServeProvider
 DEFAULT_PORT = 8080
 DEFAULT_DB = "sessiongen.db"
 EMULATOR_URL = "http://emulator.embedded"

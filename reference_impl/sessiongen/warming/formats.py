@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, get_args
 
+from .._choices import TRACE_FORMATS
+from .._choices import TraceFormat as TraceFormat
 from .events import load_events
 from .mooncake import load_mooncake
 from .traces import Trace
 from .transcripts import load_claude_code, load_opencode
-
-TraceFormat = Literal["mooncake", "events", "claude-code", "opencode"]
-FORMATS: tuple[TraceFormat, ...] = get_args(TraceFormat)
 
 _LOADERS: dict[TraceFormat, Callable[[Path, str | None], Trace]] = {
     "mooncake": load_mooncake,
@@ -22,6 +20,8 @@ _LOADERS: dict[TraceFormat, Callable[[Path, str | None], Trace]] = {
 }
 # Transcripts come one file per session, so those formats also take a directory of them.
 _DIRECTORY_FORMATS = ("claude-code", "opencode")
+
+FORMATS: tuple[TraceFormat, ...] = TRACE_FORMATS
 
 
 def article(word: str) -> str:

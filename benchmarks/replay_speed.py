@@ -36,8 +36,8 @@ from sessiongen.warming import policies
 from sessiongen.warming.formats import load_trace
 from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.mooncake import shared_mooncake_dir
-from sessiongen.warming.optimum import lower_bound, optimum
-from sessiongen.warming.replay import (
+from sessiongen.warming.offline_optimum import lower_bound, optimum
+from sessiongen.warming.trace_replay import (
     PreparedTrace,
     ReplayResult,
     prepare,

@@ -37,9 +37,9 @@ from sessiongen.warming import policies
 from sessiongen.warming.formats import load_trace
 from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.mooncake import shared_mooncake_dir
-from sessiongen.warming.optimum import optimum
-from sessiongen.warming.replay import PreparedTrace, prepare, replay
+from sessiongen.warming.offline_optimum import optimum
 from sessiongen.warming.shards import replay_policies
+from sessiongen.warming.trace_replay import PreparedTrace, prepare, replay
 from sessiongen.warming.traces import Trace
 
 MODEL = "claude-sonnet-4-6"

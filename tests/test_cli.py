@@ -157,7 +157,6 @@ def test_the_log_capacity_reaches_the_emulator(monkeypatch: pytest.MonkeyPatch) 
 def test_serve_runs_a_saved_warming_policy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`serve --warming-policy FILE` hands the keeper the policy `experiment warming
     --save-policy` wrote, loaded as it was fitted."""
-    import importlib
 
     from sessiongen import cli
     from sessiongen.warming.generator import generate_sessions
@@ -167,7 +166,8 @@ def test_serve_runs_a_saved_warming_policy(monkeypatch: pytest.MonkeyPatch, tmp_
 
     fitted = Tracking().fit(generate_sessions(4, seed=2))
     path = save_policy(fitted, tmp_path / "policy.json")
-    serving = importlib.import_module("sessiongen.server.serve")  # the module, not its function
+    import sessiongen.server.serving as serving
+
     seen: list[object] = []
     monkeypatch.setattr(serving, "serve", lambda *a, **kw: seen.append(kw["warming_policy"]))
     assert cli.main(["serve", "--warming-policy", str(path)]) == 0

@@ -192,3 +192,22 @@ def test_the_warming_surface_resolves_and_is_documented() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["False", "False", "False"]
+
+
+def test_no_exported_name_hides_a_module_of_the_same_name() -> None:
+    """`import sessiongen.server.serve` once gave the function `serve`, which the package
+    exported over its own module `serve`: a package's exported name and a module beside it
+    never share a name (unless the name is the module)."""
+    import sessiongen.server
+
+    assert callable(sessiongen.server.serve)
+    hidden = []
+    for info in pkgutil.walk_packages(sessiongen.__path__, "sessiongen."):
+        if not info.ispkg or info.name.split(".")[-1].startswith("_"):
+            continue
+        package = importlib.import_module(info.name)
+        modules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+        for name in set(getattr(package, "__all__", ())) & modules:
+            if not isinstance(getattr(package, name), types.ModuleType):
+                hidden.append(f"{info.name}.{name}")
+    assert hidden == []

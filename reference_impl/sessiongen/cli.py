@@ -23,7 +23,7 @@ from ._choices import TRACE_FORMATS as FORMATS
 
 if TYPE_CHECKING:
     from .lab import Provider as LabProvider
-    from .server.serve import Provider
+    from .server.serving import Provider
     from .warming.experiment import ExperimentResult
     from .warming.traces import Trace
 
@@ -589,7 +589,7 @@ def _serve(
     import sqlite3
 
     from .plugins import PluginLoadError
-    from .server.serve import InsecureBind, check_bind, serve
+    from .server.serving import InsecureBind, check_bind, serve
     from .warming.keeper import FromPolicy, KeeperPolicy
     from .warming.saved import PolicyFileError, load_policy
 

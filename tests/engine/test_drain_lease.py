@@ -30,7 +30,7 @@ from sessiongen import (
 from sessiongen.llm.types import LLMRequest, StreamEvent
 from sessiongen.model import AssistantMessage, StepStarted, UserMessage
 from sessiongen.server import create_app
-from sessiongen.server.serve import recover_interrupted
+from sessiongen.server.serving import recover_interrupted
 from sessiongen.testing import ScriptedLLMClient, ScriptedReply
 
 from ..conftest import EngineFactory

@@ -308,7 +308,7 @@ def _zygote() -> None:
     """Import the server's code, then fork one `sessiongen serve` per request on stdin."""
     import sessiongen.cli
     import sessiongen.llm.anthropic
-    import sessiongen.server.serve
+    import sessiongen.server.serving
 
     for line in sys.stdin:
         request = json.loads(line)
@@ -337,7 +337,7 @@ def steps_agent(steps: int) -> Any:
 
 
 def _main(db: str, port: str, emulator_url: str, workspace: str, steps: str) -> None:
-    from sessiongen.server.serve import serve_async
+    from sessiongen.server.serving import serve_async
 
     os.environ["ANTHROPIC_BASE_URL"] = emulator_url
     os.environ.setdefault("ANTHROPIC_API_KEY", "reliability-test-key")

@@ -219,7 +219,7 @@ def test_serve_marks_steps_left_open_interrupted_before_it_binds(tmp_path: Path)
     from sessiongen import SessionEngine
     from sessiongen.model import StepStarted
     from sessiongen.sample import SAMPLE_AGENT
-    from sessiongen.server.serve import recover_interrupted
+    from sessiongen.server.serving import recover_interrupted
     from sessiongen.testing import ScriptedLLMClient
 
     store = SessionStore(tmp_path / "s.db")

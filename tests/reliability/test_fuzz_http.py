@@ -40,7 +40,7 @@ from sessiongen.lab import write_workspace
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.server import create_app
 from sessiongen.server.problems import PROBLEM_MEDIA_TYPE
-from sessiongen.server.serve import _llm
+from sessiongen.server.serving import _llm
 
 from ._figures import record
 

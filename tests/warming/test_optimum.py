@@ -15,7 +15,7 @@ import pytest
 from sessiongen.cache import TTL, TTL_SECONDS, get_model
 from sessiongen.warming import policies
 from sessiongen.warming.generator import generate_sessions
-from sessiongen.warming.optimum import (
+from sessiongen.warming.offline_optimum import (
     _block_cost,
     _components,
     _group,
@@ -29,7 +29,7 @@ from sessiongen.warming.optimum import (
     optimum,
 )
 from sessiongen.warming.policies import Decision
-from sessiongen.warming.replay import prepare, replay
+from sessiongen.warming.trace_replay import prepare, replay
 from sessiongen.warming.traces import Trace, TraceRequest
 
 from .test_replay import MODEL, Table, random_trace

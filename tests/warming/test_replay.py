@@ -16,7 +16,7 @@ from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.warming import policies
 from sessiongen.warming.mooncake import align_to_prompts
 from sessiongen.warming.policies import Decision, History
-from sessiongen.warming.replay import (
+from sessiongen.warming.trace_replay import (
     ReplayResult,
     prepare,
     replay,
@@ -500,7 +500,7 @@ def test_the_optimum_replays_its_schedule_with_the_client_breakpoints() -> None:
     """The optimum plans with one breakpoint per request and its row is that schedule
     replayed with the client's marks: here the second session's first request reads the
     system block the first one wrote, so the row is cheaper than the plan."""
-    from sessiongen.warming.optimum import optimum
+    from sessiongen.warming.offline_optimum import optimum
 
     trace, _ = marked_trace()
     best = optimum(trace, model=MODEL)
@@ -575,7 +575,7 @@ def test_the_optimum_row_replays_the_warm_prefixes_without_client_breakpoints() 
     """A trace with no client breakpoints but a warm prefix: the optimum plans with nothing
     warm (x writes its prompt, its next request reads it), and its row replays that schedule
     with the warm prefix, so x's first request reads it too."""
-    from sessiongen.warming.optimum import optimum
+    from sessiongen.warming.offline_optimum import optimum
     from sessiongen.warming.traces import WarmEntry
 
     first = TraceRequest("x", 0.0, (0, 1), (1500, 500), 20)

@@ -13,7 +13,6 @@ from sessiongen.warming import policies
 from sessiongen.warming.formats import load_trace
 from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.mooncake import shared_mooncake_dir
-from sessiongen.warming.replay import replay
 from sessiongen.warming.report import (
     REFERENCE_ROWS,
     PolicyTable,
@@ -23,6 +22,7 @@ from sessiongen.warming.report import (
     sweep_intervals,
     write_csv,
 )
+from sessiongen.warming.trace_replay import replay
 
 FIRST_HALF = shared_mooncake_dir() / "conversation_trace_first_half.jsonl"
 GENERATED = 20  # sessions: the learned policy needs some history to learn from

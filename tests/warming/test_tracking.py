@@ -24,9 +24,9 @@ from sessiongen.warming.policies import (
     one_hour,
     ttl_aware,
 )
-from sessiongen.warming.replay import replay
 from sessiongen.warming.report import prompt_cost
 from sessiongen.warming.saved import PolicyFileError, load_policy, policy_document, save_policy
+from sessiongen.warming.trace_replay import replay
 from sessiongen.warming.traces import Trace, TraceRequest
 
 GENERATED = generate_sessions(8, seed=3)

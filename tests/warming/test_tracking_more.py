@@ -24,9 +24,9 @@ from sessiongen.warming.policies import (
     five_minutes,
     one_hour,
 )
-from sessiongen.warming.replay import replay
 from sessiongen.warming.report import prompt_cost
 from sessiongen.warming.saved import PolicyFileError, load_policy, policy_document
+from sessiongen.warming.trace_replay import replay
 from sessiongen.warming.traces import Trace, TraceRequest
 
 

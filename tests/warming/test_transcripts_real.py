@@ -192,7 +192,7 @@ def test_a_prefix_read_before_the_log_begins_is_warm_in_the_replay() -> None:
     records that prefix as warm, and the replay as recorded reads it, unbilled, as the
     provider did; without it the replay writes it instead."""
     from sessiongen.warming.calibration import calibrate
-    from sessiongen.warming.replay import prepare
+    from sessiongen.warming.trace_replay import prepare
 
     trace = load_trace(REAL / "claude-code" / "v1.0-in-file-subagents", "claude-code")
     first = trace.requests[0]

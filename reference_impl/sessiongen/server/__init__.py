@@ -7,7 +7,7 @@ are in `docs/openapi.json` (`python -m sessiongen.server.openapi` writes it).
 """
 
 from .app import HEALTH_PATH, MAX_BODY_BYTES, create_app
-from .serve import InsecureBind, check_bind, is_loopback, serve
+from .serving import InsecureBind, check_bind, is_loopback, serve
 
 __all__ = [
     "HEALTH_PATH",

@@ -20,7 +20,7 @@ from .keeper import (
     WarmingLedger,
     default_policy,
 )
-from .optimum import Optimum, lower_bound, optimum
+from .offline_optimum import Optimum, lower_bound, optimum
 from .policies import (
     DEFAULT_POLICY,
     Decision,
@@ -31,7 +31,6 @@ from .policies import (
     default_experts,
     reference_policies,
 )
-from .replay import ReplayResult, prepare, replay
 from .report import (
     PolicyRow,
     PolicyTable,
@@ -43,6 +42,7 @@ from .report import (
 )
 from .saved import PolicyFileError, load_policy, save_policy
 from .shards import LARGE_TRACE, replay_policies, split_trace
+from .trace_replay import ReplayResult, prepare, replay
 from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest
 
 __all__ = [

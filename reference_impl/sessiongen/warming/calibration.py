@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..cache import TTL_SECONDS
 from .policies import DEFAULT_MODEL, AsRecorded, History
-from .replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
+from .trace_replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
 from .traces import Trace
 
 

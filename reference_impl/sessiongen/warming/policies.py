@@ -753,7 +753,7 @@ class Tracking(_Base):
         then the trace is replayed under this policy, each expert's shadow cost summed (the
         pings of sessions open at its end charged as if they had ended). `reset` then starts
         from here. Returns self."""
-        from .replay import replay  # replay drives policies: imported here, not at the top
+        from .trace_replay import replay  # replay drives policies: imported here, not at the top
 
         # The experts that fit do so first, so their shadow costs are measured on the trace
         # they fitted: a bias towards `Learned`, and a deliberate one. Scored as it learns

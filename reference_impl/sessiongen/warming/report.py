@@ -23,7 +23,7 @@ from typing import Any
 
 from ..cache import TTL, TTL_SECONDS
 from .calibration import Calibration, calibrate, has_recorded_usage
-from .optimum import Optimum, lower_bound, optimum
+from .offline_optimum import Optimum, lower_bound, optimum
 from .policies import (
     DEFAULT_MODEL,
     DEFAULT_POLICY,
@@ -33,8 +33,8 @@ from .policies import (
     Policy,
     reference_policies,
 )
-from .replay import PreparedTrace, ReplayResult, prepare
 from .shards import replay_policies
+from .trace_replay import PreparedTrace, ReplayResult, prepare
 from .traces import Trace
 
 REFERENCE_ROWS = ("no_cache", "5m", "1h", "optimum", "lower_bound")

@@ -28,7 +28,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from ..cache import LOOKBACK_WINDOW
 from ._grouping import connected
 from .policies import DEFAULT_MODEL, Policy
-from .replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
+from .trace_replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
 from .traces import Trace
 
 LARGE_TRACE = 20_000

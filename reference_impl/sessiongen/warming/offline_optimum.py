@@ -91,7 +91,7 @@ from decimal import Decimal
 from ..cache import LOOKBACK_WINDOW, TTL, TTL_SECONDS, get_model, price
 from ._grouping import connected
 from .policies import DEFAULT_MODEL, Decision, Scheduled
-from .replay import PreparedTrace, ReplayResult, prepare, replay
+from .trace_replay import PreparedTrace, ReplayResult, prepare, replay
 from .traces import Trace
 
 _TTLS: tuple[TTL, ...] = ("5m", "1h")

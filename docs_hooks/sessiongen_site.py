@@ -6,7 +6,7 @@ traceability page, the notebooks and the test sources the traceability page link
   `contract.html#sg-warm-1`; every other plain-text mention of a clause id, on any page,
   links there. The contract's text is not edited: this works on the rendered HTML.
 - `traceability.md` is generated at build time from the contract, the
-  `@pytest.mark.clause` markers and the notebooks, by `sessiongen._trace` (the module
+  `@pytest.mark.clause` markers and the notebooks, by `sessiongen_tooling.traceability` (the module
   `tests/test_contract_trace.py` uses), so the page and the trace test cannot disagree.
 - The notebooks in `notebooks/` join the site as pages (mkdocs-jupyter renders them with
   their stored outputs), and each test file a marker is in joins it as a static,
@@ -43,7 +43,7 @@ from mkdocs.structure.pages import Page
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
-from sessiongen import _trace
+from sessiongen_tooling import traceability
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEABILITY = "traceability.md"
@@ -69,7 +69,7 @@ _NB_REMOTE_BLOCKS = (
     re.compile(r"<script[^>]*src=\"https?://[^\"]*mermaid[^\"]*\"[^>]*>\s*</script>", re.S),
 )
 
-_clauses: dict[str, _trace.Clause] = {}
+_clauses: dict[str, traceability.Clause] = {}
 
 
 # --- config --------------------------------------------------------------------------------
@@ -92,8 +92,8 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 @event_priority(100)  # before mkdocs-jupyter's on_files, so it wraps the notebooks
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     _clauses.clear()
-    _clauses.update((c.id, c) for c in _trace.contract_clauses(ROOT))
-    tests = _trace.marked_tests(ROOT)
+    _clauses.update((c.id, c) for c in traceability.contract_clauses(ROOT))
+    tests = traceability.marked_tests(ROOT)
     for notebook in sorted((ROOT / NOTEBOOKS_DIR).glob("*.ipynb")):
         files.append(
             File(
@@ -146,8 +146,8 @@ def _source_page(path: str) -> str:
     )
 
 
-def _traceability(tests: dict[str, list[_trace.MarkedTest]]) -> str:
-    mentions = _trace.notebook_mentions(ROOT)
+def _traceability(tests: dict[str, list[traceability.MarkedTest]]) -> str:
+    mentions = traceability.notebook_mentions(ROOT)
     rows = []
     for clause in _clauses.values():
         links = "<br><br>".join(
@@ -263,7 +263,7 @@ def _link_mentions(html_text: str, contract_url: str) -> str:
         elif skipping or "SG-" not in part:
             out.append(part)
         else:
-            out.append(_trace.CLAUSE_ID.sub(lambda m: _mention(m, contract_url), part))
+            out.append(traceability.CLAUSE_ID.sub(lambda m: _mention(m, contract_url), part))
     return "".join(out)
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessiongen import _bench as bench
-from sessiongen._bench import (
+from sessiongen.cli import main
+from sessiongen_tooling import bench
+from sessiongen_tooling.bench import (
     BenchError,
     Benchmark,
     FigureSpec,
@@ -24,7 +25,6 @@ from sessiongen._bench import (
     render_docs,
     write_docs,
 )
-from sessiongen.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "benchmarks" / "bench.json"

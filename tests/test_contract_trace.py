@@ -2,7 +2,7 @@
 and every marked clause exists. Prose that mentions a clause id proves nothing: only the
 marker counts, so a clause without a test that executes its behaviour fails here.
 
-How clauses and markers are read lives in `sessiongen._trace`, shared with the docs site's
+How clauses and markers are read lives in `sessiongen_tooling.traceability`, shared with the docs site's
 generated traceability page, so the page and this test cannot disagree.
 """
 
@@ -11,23 +11,23 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from sessiongen import _trace
+from sessiongen_tooling import traceability
 
 ROOT = Path(__file__).resolve().parent.parent
-CONTRACT = ROOT / _trace.CONTRACT_PATH
-_marked = _trace.marked_clauses
+CONTRACT = ROOT / traceability.CONTRACT_PATH
+_marked = traceability.marked_clauses
 
 
 def contract_clauses() -> set[str]:
     """The clause ids the contract defines (each opens a bold clause heading)."""
-    return {clause.id for clause in _trace.contract_clauses(ROOT)}
+    return {clause.id for clause in traceability.contract_clauses(ROOT)}
 
 
 def marked_tests() -> dict[str, set[str]]:
     """clause id -> the tests (`path::name`) marked as executing it."""
     return {
         clause: {test.node_id for test in tests}
-        for clause, tests in _trace.marked_tests(ROOT).items()
+        for clause, tests in traceability.marked_tests(ROOT).items()
     }
 
 
@@ -46,7 +46,7 @@ def test_every_marked_clause_exists() -> None:
 def test_every_clause_heading_has_a_title_or_none() -> None:
     """The heading parser sees every bold clause id, with its title and line."""
     text = CONTRACT.read_text(encoding="utf-8").splitlines()
-    for clause in _trace.contract_clauses(ROOT):
+    for clause in traceability.contract_clauses(ROOT):
         assert f"**{clause.id}" in text[clause.line - 1], clause
         assert clause.title == "" or clause.title in " ".join(text[clause.line - 1 :][:3]), clause
 

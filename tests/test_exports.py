@@ -125,7 +125,6 @@ PUBLIC_MODULES = {
     "client",
     "emulator",
     "errors",
-    "evidence",
     "lab",
     "llm",
     "model",
@@ -211,3 +210,44 @@ def test_no_exported_name_hides_a_module_of_the_same_name() -> None:
             if not isinstance(getattr(package, name), types.ModuleType):
                 hidden.append(f"{info.name}.{name}")
     assert hidden == []
+
+
+def test_the_repository_tooling_is_not_part_of_the_library() -> None:
+    """The wheel ships `reference_impl/sessiongen` only; the benchmark runner, the workbench,
+    the evidence tables and the traceability live in the workspace package
+    `sessiongen_tooling`, which nothing in the library imports (the command line asks for it
+    by name and says what to do when it is missing)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(sessiongen.__file__).parent
+    names = {p.stem for p in root.rglob("*.py")}
+    assert names.isdisjoint({"_bench", "_workbench", "evidence", "_trace", "bench"})
+    importers = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(
+            (alias.name if isinstance(node, ast.Import) else node.module or "").startswith(
+                "sessiongen_tooling"
+            )
+            for alias in node.names
+        )
+    ]
+    assert importers == []
+
+
+@pytest.mark.parametrize("command", ["bench", "workbench"])
+def test_bench_and_workbench_outside_a_checkout_say_where_they_run(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from sessiongen import cli
+
+    monkeypatch.setitem(sys.modules, "sessiongen_tooling", None)
+    assert cli.main([command]) == 2
+    err = capsys.readouterr().err
+    assert f"sessiongen {command}: runs on a checkout" in err
+    assert f"uv run sessiongen {command}" in err

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from sessiongen import _workbench as workbench
 from sessiongen.cli import main
+from sessiongen_tooling import workbench
 
 from tests.docs.test_site import DECISIONS
 

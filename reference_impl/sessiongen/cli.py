@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn, cast
 
 from ._bind import EMULATOR_TOKEN_ENV
@@ -36,6 +38,18 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _tooling(module: str) -> ModuleType | None:
+    """A module of the repository's tooling (`sessiongen_tooling`, behind `bench` and
+    `workbench`), or None where it is not installed: it is a workspace package of a checkout,
+    not part of the sessiongen wheel."""
+    try:
+        return importlib.import_module(f"sessiongen_tooling.{module}")
+    except ModuleNotFoundError as error:
+        if error.name in ("sessiongen_tooling", f"sessiongen_tooling.{module}"):
+            return None
+        raise
 
 
 def port(text: str) -> int:
@@ -347,11 +361,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "`sessiongen serve --warming-policy`)",
     )
 
+    bench_tooling = _tooling("bench")
+    bench_names = bench_tooling.NAMES if bench_tooling is not None else None
     bench = commands.add_parser(
         "bench",
         help="run the benchmarks, print their figures against their targets, write bench.json",
         description="Run the benchmark scripts of this checkout's benchmarks/ directory (each "
-        "a registered entry of sessiongen._bench), print a table of every figure against its "
+        "a registered entry of sessiongen_tooling.bench), print a table of every figure against its "
         "target, and write the record (figures, machine, commit) as JSON. About 15 minutes on 2 "
         "cores, most of it warming_scale's million requests.",
     )
@@ -365,19 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only",
         action="append",
         metavar="NAME",
-        choices=(  # _bench.NAMES, unimported
-            "engine_scale",
-            "emulator_scale",
-            "generate_overhead",
-            "emulator_throughput",
-            "replay_speed",
-            "warming_scale",
-            "warming_default",
-            "token_accuracy",
-        ),
-        help="run only this benchmark (repeatable): engine_scale, emulator_scale, "
-        "generate_overhead, emulator_throughput, replay_speed, warming_scale, warming_default, "
-        "token_accuracy",
+        choices=bench_names,
+        help="run only this benchmark (repeatable): " + ", ".join(bench_names or ("none here",)),
     )
     bench.add_argument(
         "--docs",
@@ -442,33 +447,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             + ", ".join(commands.choices)
         )
     args = parser.parse_args(argv)
+    if args.command in ("bench", "workbench") and _tooling(args.command) is None:
+        print(
+            f"sessiongen {args.command}: runs on a checkout of the sessiongen repository, where "
+            "`uv sync` installs its tooling (the sessiongen_tooling package, not part of the "
+            f"sessiongen wheel); in a checkout, run `uv run sessiongen {args.command}`",
+            file=sys.stderr,
+        )
+        return 2
     if args.command == "bench":
-        from . import _bench
-
+        _bench = _tooling("bench")
+        assert _bench is not None
         if args.source is not None and args.docs is None:
             bench.error("argument --from: only with --docs")
         if args.source is not None and (args.quick or args.only or args.out is not None):
             bench.error("argument --from: renders a record, so not with --quick, --only or --out")
-        return _bench.main(
-            quick=args.quick,
-            out=args.out if args.out is not None else Path("bench.json"),
-            only=args.only,
-            docs=args.docs,
-            source=args.source,
+        return int(
+            _bench.main(
+                quick=args.quick,
+                out=args.out if args.out is not None else Path("bench.json"),
+                only=args.only,
+                docs=args.docs,
+                source=args.source,
+            )
         )
     if args.command == "workbench":
-        from . import _workbench as workbench_
+        workbench_ = _tooling("workbench")
+        assert workbench_ is not None
 
         if args.skip_notebooks and args.notebooks:
             workbench.error("argument --skip-notebooks: not with NOTEBOOK arguments")
-        return workbench_.main(
-            notebooks=args.notebooks,
-            skip_notebooks=args.skip_notebooks,
-            skip_evidence=args.skip_evidence,
-            check=args.check,
-            site_dir=args.site_dir,
-            serve=args.serve,
-            port=args.port,
+        return int(
+            workbench_.main(
+                notebooks=args.notebooks,
+                skip_notebooks=args.skip_notebooks,
+                skip_evidence=args.skip_evidence,
+                check=args.check,
+                site_dir=args.site_dir,
+                serve=args.serve,
+                port=args.port,
+            )
         )
     if args.command == "experiment":
         if args.trace is not None and args.format is None:

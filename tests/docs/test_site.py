@@ -143,9 +143,9 @@ def test_site_builds_strict(site: BuiltSite) -> None:
 
 
 def _clauses() -> list[Any]:
-    from sessiongen import _trace
+    from sessiongen_tooling import traceability
 
-    return _trace.contract_clauses(ROOT)
+    return traceability.contract_clauses(ROOT)
 
 
 def test_contract_has_an_anchor_per_clause(site: BuiltSite) -> None:

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 from sessiongen import ToolsPolicy
-from sessiongen.evidence import (
+from sessiongen.lab import emulator_lab
+from sessiongen_tooling.evidence import (
     EVIDENCE_DIR,
     PLACEMENTS,
     contract_tables,
     measure_tools_policies,
     measure_warming,
 )
-from sessiongen.lab import emulator_lab
 
 
 @pytest.mark.clause("SG-TOOLS-2")
@@ -79,7 +79,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.clause("SG-REPLAY-2")
 async def test_the_contracts_tables_are_the_fresh_measurement(tmp_path: Path) -> None:
     """Every figure of the contract's measured tables is generated: the committed tables equal
-    a fresh run of the evidence (regenerate with `uv run python -m sessiongen.evidence`)."""
+    a fresh run of the evidence (regenerate with `uv run python -m sessiongen_tooling.evidence`)."""
     fresh = await contract_tables(tmp_path, ROOT)
     contract = (ROOT / "contract" / "session-generate.md").read_text()
     for name, table in fresh.items():

@@ -1,6 +1,6 @@
 """SG-TOOLS-3: every tools policy on every provider, at the wire, through each official SDK.
 
-The matrix (`sessiongen.evidence.measure_tools_policy_matrix`) runs once for the module: per
+The matrix (`sessiongen_tooling.evidence.measure_tools_policy_matrix`) runs once for the module: per
 provider, a durable Step in a fresh lab and each policy's generate, keep-alive ping and next
 turn in its own lab, compared by the parity diff on the bodies the emulator logged."""
 
@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sessiongen.evidence import (
+from sessiongen.lab import PROVIDERS
+from sessiongen_tooling.evidence import (
     ProviderPolicyRow,
     decide_tools_policy,
     measure_tools_policy_matrix,
 )
-from sessiongen.lab import PROVIDERS
 
 TOOL_CHOICE_PATH = {
     "anthropic": "tool_choice",

@@ -2,7 +2,7 @@
 
 It executes every notebook in `notebooks/` against the embedded emulator and stores the
 fresh outputs in place, regenerates every evidence table the contract includes
-(`contract/evidence/`, as `python -m sessiongen.evidence` does), then builds the site
+(`contract/evidence/`, as `python -m sessiongen_tooling.evidence` does), then builds the site
 (contract with clause anchors, traceability, decision records, plan, notebooks, API
 reference) into `site/` and prints where to open it. With `--serve` it then serves the
 site on loopback and rebuilds it when the contract, the plan, the notebooks or the docs
@@ -102,7 +102,7 @@ def default_notebooks(root: Path) -> list[Path]:
 
 
 def mooncake_present() -> bool:
-    from .warming.mooncake import shared_mooncake_dir
+    from sessiongen.warming.mooncake import shared_mooncake_dir
 
     data = shared_mooncake_dir()
     return all((data / name).is_file() for name in MOONCAKE_TRACES)
@@ -177,7 +177,7 @@ def run_notebook(
 
 def regenerate_evidence(root: Path) -> list[Path]:
     """Measure and write every table the contract includes (`contract/evidence/*.md`): the
-    work of `python -m sessiongen.evidence`."""
+    work of `python -m sessiongen_tooling.evidence`."""
     import asyncio
     import tempfile
 
@@ -252,8 +252,7 @@ def run(
 ) -> Report:
     """Notebooks, then evidence, then the site; raises WorkbenchError at the first failure."""
     from rich.console import Console
-
-    from ._progress import progress_bar
+    from sessiongen._progress import progress_bar
 
     out = console or Console(stderr=True, highlight=False)
     report = Report()

@@ -12,14 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._generate import ToolsPolicy
-from .cache.pricing import cost
-from .errors import ProviderError
-from .lab import PROVIDER_MODELS, PROVIDERS, EmulatorLab, LoggedUsage, Provider, emulator_lab
-from .model import TextPart, UserMessage
-from .parity import WireRequest, diff
-from .sample import SAMPLE_AGENT
-from .warming.calibration import (
+from sessiongen import ToolsPolicy
+from sessiongen.cache.pricing import cost
+from sessiongen.errors import ProviderError
+from sessiongen.lab import (
+    PROVIDER_MODELS,
+    PROVIDERS,
+    EmulatorLab,
+    LoggedUsage,
+    Provider,
+    emulator_lab,
+)
+from sessiongen.model import TextPart, UserMessage
+from sessiongen.parity import WireRequest, diff
+from sessiongen.sample import SAMPLE_AGENT
+from sessiongen.warming.calibration import (
     Calibration,
     TtlBoundary,
     agreement,
@@ -27,11 +34,11 @@ from .warming.calibration import (
     gap_outcomes,
     ttl_boundary,
 )
-from .warming.formats import TraceFormat, load_trace
-from .warming.generator import generate_sessions
-from .warming.mooncake import shared_mooncake_dir
-from .warming.report import compare_held_back, compare_policies, sweep_intervals
-from .warming.traces import Trace
+from sessiongen.warming.formats import TraceFormat, load_trace
+from sessiongen.warming.generator import generate_sessions
+from sessiongen.warming.mooncake import shared_mooncake_dir
+from sessiongen.warming.report import compare_held_back, compare_policies, sweep_intervals
+from sessiongen.warming.traces import Trace
 
 FIRST_TURN_SCRIPT: tuple[dict[str, Any], ...] = (
     {

@@ -251,3 +251,26 @@ def test_bench_and_workbench_outside_a_checkout_say_where_they_run(
     err = capsys.readouterr().err
     assert f"sessiongen {command}: runs on a checkout" in err
     assert f"uv run sessiongen {command}" in err
+
+
+@pytest.mark.parametrize("name", ["Agent", "ModelRef"])
+def test_configuration_models_show_their_signature_and_document_every_field(name: str) -> None:
+    """`help(sessiongen.Agent)` shows its keyword arguments (a deferred model once showed
+    `() -> None`), and every field says what it is for."""
+    import subprocess
+    import sys
+
+    model = getattr(sessiongen, name)
+    probe = f"import inspect, sessiongen; print(*inspect.signature(sessiongen.{name}).parameters)"
+    out = subprocess.run(  # a fresh interpreter: no earlier use has built the model yet
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == list(model.model_fields)
+    undocumented = [f for f, info in model.model_fields.items() if not info.description]
+    assert undocumented == []
+
+
+def test_an_agent_takes_its_model_id_alone() -> None:
+    agent = sessiongen.Agent(name="a", model="claude-haiku-4-5")
+    assert agent.model == sessiongen.ModelRef(id="claude-haiku-4-5")
+    assert sessiongen.Agent(name="a").model == sessiongen.ModelRef()

@@ -212,13 +212,14 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'sessiongen' has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
+    if getattr(value, "__pydantic_complete__", True) is False:
+        # A model whose validator is deferred (built at first use) has no signature for
+        # help() until built; build it now, while its annotations still resolve in the
+        # module that defines it.
+        value.model_rebuild()
     if module.startswith("._") and isinstance(value, type):
         # Defined in an internal module: reported (in reprs, docs and pickles) as the public
-        # name it is imported by. A deferred pydantic model is built first, while its
-        # annotations still resolve in the module that defines them.
-        rebuild = getattr(value, "model_rebuild", None)
-        if rebuild is not None:
-            rebuild()
+        # name it is imported by.
         value.__module__ = __name__
     globals()[name] = value
     return value

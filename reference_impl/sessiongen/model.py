@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from .llm.types import CacheTTL, FinishReason, FrozenModel, Usage
 
@@ -39,33 +39,54 @@ __all__ = [
 
 class _DomainModel(FrozenModel):
     """A FrozenModel whose validator is built when first used, not when `sessiongen` is
-    imported."""
+    imported. A field's docstring is its description (in the API reference and the JSON
+    schema)."""
 
-    model_config = ConfigDict(defer_build=True)
+    model_config = ConfigDict(defer_build=True, use_attribute_docstrings=True)
 
 
 class ModelRef(_DomainModel):
     """Which model a Session's agent talks to; its facts (context window, ...) come from the
-    model catalog, `sessiongen.cache.get_model(id)`."""
+    model catalog, `sessiongen.cache.get_model(id)`. An `Agent` also takes the model id
+    alone: `Agent(name="a", model="claude-sonnet-4-6")`."""
 
     provider: Literal["anthropic"] = "anthropic"
+    """The API family of the model id; the LLM client decides which provider is called."""
     id: str = "claude-sonnet-4-6"
+    """The model id, as the model catalog (`sessiongen.cache.list_models()`) names it."""
 
 
 class Agent(_DomainModel):
     """What the model is told and allowed: system prompt, permitted tools, step limit."""
 
     name: str
+    """The agent's name; a Session is created for an agent by this name."""
     model: ModelRef = ModelRef()
+    """The model, as a `ModelRef` or its id alone (a string)."""
     system: str = "You are a helpful coding agent."
+    """The system prompt, first in every request."""
     tools: tuple[str, ...] = ()
+    """The names of the workspace tools the model may call (`sessiongen.tools`)."""
     steps: int = Field(default=8, ge=1)
+    """The most provider calls one turn makes; the last is sent with tool choice `none`."""
     max_output_tokens: int = Field(default=1024, ge=1)
+    """The output limit of each call."""
     instruction_files: tuple[str, ...] = ("AGENTS.md",)
+    """Workspace files whose text joins the instructions, read when a Session first runs
+    and committed with it."""
     instructions: tuple[str, ...] = ()
+    """Instruction texts given inline, committed like the files' texts."""
     cache_ttl: CacheTTL = "5m"
+    """The lifetime asked for the prompt-cache entries its requests write: "5m" or "1h"."""
     provider_options: dict[str, Any] = Field(default_factory=dict)
+    """Extra fields passed to the provider unchanged (part of the shared request prefix)."""
     compaction_threshold: float = Field(default=0.8, gt=0, le=1)
+    """The share of the context window past which a turn compacts the history first."""
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_id_alone(cls, value: object) -> object:
+        return ModelRef(id=value) if isinstance(value, str) else value
 
 
 class Session(_DomainModel):

@@ -156,7 +156,7 @@ def process(
             command, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 180  # a guard against a hang, not a timing check
         while True:
             try:
                 httpx.get(ready, timeout=1)

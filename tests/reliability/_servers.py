@@ -36,7 +36,7 @@ from sessiongen.emulator.server import free_port
 from starlette.types import Message, Receive, Scope, Send
 
 ROOT = Path(__file__).resolve().parents[2]
-STARTUP_SECONDS = 60.0
+STARTUP_SECONDS = 180.0
 TOOL_MARK = "tools:"
 GENERATE_MARK = "gen:"
 

@@ -108,7 +108,7 @@ def _served(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 180  # a guard against a hang, not a timing check
         while True:
             try:
                 if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:

@@ -136,7 +136,7 @@ async def test_a_provider_lab_keeps_the_helpers(provider: Provider) -> None:
         session = lab.engine.create_session("forge", workspace=lab.workspace)
         lab.script({"text": "Scripted."})
         assert (await lab.engine.generate(session.id, "Title?")).text == "Scripted."
-        assert lab.advance(3700) == 3700.0  # past every provider's cache lifetime (1h at most)
+        assert lab.advance_by(3700) == 3700.0  # past every provider's cache lifetime (1h at most)
         await lab.engine.generate(session.id, "Title?")
         assert [r["provider"] for r in lab.requests()] == [provider, provider]
         assert lab.requests()[-1]["started_at"] == 3700.0

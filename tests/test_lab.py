@@ -12,7 +12,7 @@ from sessiongen import ProviderOverloaded
 from sessiongen.lab import EmulatorLab, emulator_lab
 from sessiongen.sample import SAMPLE_WORKSPACE
 
-HELPERS = ("advance", "requests", "last_usage", "script", "fault")
+HELPERS = ("advance_by", "requests", "last_usage", "script", "fault")
 
 
 @pytest.mark.parametrize("name", HELPERS)
@@ -25,7 +25,7 @@ async def test_advance_without_await_moves_the_clock_past_the_cache_ttl() -> Non
         session = lab.engine.create_session("forge", workspace=lab.workspace)
         await lab.engine.run(session.id, "Hello.")
         assert lab.last_usage().write_5m > 0
-        lab.advance(400)  # deliberately no await: the 5-minute entries must expire anyway
+        lab.advance_by(400)  # deliberately no await: the 5-minute entries must expire anyway
         await lab.engine.run(session.id, "Hello again.")
         assert lab.requests()[-1]["started_at"] == 400.0
         assert lab.last_usage().read == 0  # a miss: the prefix is written again
@@ -33,7 +33,7 @@ async def test_advance_without_await_moves_the_clock_past_the_cache_ttl() -> Non
 
 async def test_the_helpers_and_the_admin_api_see_the_same_emulator() -> None:
     async with emulator_lab() as lab:
-        assert lab.advance(5) == 5.0
+        assert lab.advance_by(5) == 5.0
         assert (await lab.admin.get("/_emulator/clock")).json() == {"now": 5.0}
 
 
@@ -51,7 +51,7 @@ async def test_script_and_fault_act_at_once_and_validate_like_the_admin_api() ->
         with pytest.raises(pydantic.ValidationError):
             lab.fault(status=700)
         with pytest.raises(ValueError):
-            lab.advance(-1)
+            lab.advance_by(-1)
 
 
 async def test_without_a_path_the_workspace_is_temporary() -> None:

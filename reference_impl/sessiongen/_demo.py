@@ -69,7 +69,7 @@ async def run_demo(
         for number, text in enumerate(TURNS, start=1):
             result = await lab.engine.run(session.id, text)
             operations += [f"turn {number} step {s}" for s in range(1, result.steps + 1)]
-            lab.advance(60)
+            lab.advance_by(60)
         await lab.engine.generate(session.id, "Give this session a five-word title.")
         operations.append("generate")
         logged = lab.requests()

@@ -5,7 +5,7 @@ for notebooks, tests and benchmarks.
 Everything runs on the emulator's virtual clock and deterministic responder, so a notebook
 that drives a lab reproduces its outputs exactly.
 
-The helpers that touch only the in-process emulator (`advance`, `requests`, `last_usage`,
+The helpers that touch only the in-process emulator (`advance_by`, `requests`, `last_usage`,
 `script`, `fault`) are plain methods, not coroutines: a forgotten `await` would otherwise
 drop the call silently, and a TTL experiment would read a cache it should have missed.
 """
@@ -135,8 +135,8 @@ class EmulatorLab:
         """Queue a fault; validated as `POST /_emulator/faults` validates it."""
         self.emulator.add_fault(FaultSpec.model_validate(fault))
 
-    def advance(self, seconds: float) -> float:
-        """Move the virtual clock forward by `seconds` (>= 0); returns the new time."""
+    def advance_by(self, seconds: float) -> float:
+        """A pause: move the virtual clock forward by `seconds` (>= 0); returns the new time."""
         return self.emulator.clock.advance(seconds)
 
     def rebuild(

@@ -34,7 +34,7 @@ async def test_a_recap_is_returned_while_the_session_stays_put(lab: EmulatorLab)
     sid = engine.create_session("forge", workspace=lab.workspace).id
     await turn(lab, engine, host, sid)
     before = engine.store.dump()
-    lab.advance(30)
+    lab.advance_by(30)
 
     made = await recaps.recap(sid)
     assert made is not None and made.revision == engine.store.read(sid).session.revision
@@ -78,22 +78,22 @@ async def test_idle_recaps_come_due_after_the_delay_and_a_new_turn_moves_them(
     one = engine.create_session("forge", workspace=lab.workspace).id
     two = engine.create_session("forge", workspace=lab.workspace).id
     await turn(lab, engine, host, one)
-    lab.advance(60)
+    lab.advance_by(60)
     await turn(lab, engine, host, two)
     assert (recaps.scheduled(one), recaps.scheduled(two)) == (120, 180)
     assert recaps.due() == [] and await recaps.run_due() == []
 
-    lab.advance(90)  # t = 150: one is due, two is not
+    lab.advance_by(90)  # t = 150: one is due, two is not
     assert recaps.due() == [one]
     made = await recaps.run_due()
     assert [(r.session_id, r.at) for r in made] == [(one, 150)]
     assert recaps.scheduled(one) is None and await recaps.run_due() == []
 
     await turn(lab, engine, host, two)  # t = 150: two's idle timer starts again
-    lab.advance(100)
+    lab.advance_by(100)
     assert recaps.due() == [] and recaps.due(now=270) == [two]
     engine.store.delete(two)
-    lab.advance(20)
+    lab.advance_by(20)
     assert await recaps.run_due() == []  # deleted meanwhile: dropped, nothing raised
     assert recaps.scheduled(two) is None
 

@@ -45,7 +45,7 @@ async def test_start_ping_restart_and_stop(lab: EmulatorLab) -> None:
         assert lab.engine.store.dump() == before  # pings are booked outside the store
         assert lab.requests()[-1]["body"]["max_tokens"] == 0
 
-        lab.advance(10)
+        lab.advance_by(10)
         await client.post(f"/api/session/{sid}/prompt", json={"prompt": "Again"})
         restarted = (await client.get(f"/api/session/{sid}/warming")).json()
         assert restarted["next_ping_at"] == 306 + 295  # from the new turn

@@ -74,7 +74,7 @@ async def test_without_the_keeper_the_same_gap_misses(lab: EmulatorLab) -> None:
     sid = lab.engine.create_session("forge", workspace=lab.workspace).id
     lab.script(ANSWER, ANSWER)
     await lab.engine.run(sid, "What is in src/app.py?")
-    lab.advance(20 * 60)
+    lab.advance_by(20 * 60)
     await lab.engine.run(sid, "And src/util.py?")
     assert lab.last_usage().read == 0
 
@@ -215,7 +215,7 @@ async def test_the_policy_sees_each_turn_as_a_trace_request(lab: EmulatorLab) ->
     keeper.watch(sid)
     await _turn(lab, keeper, sid, "What is in src/app.py?")
     first = lab.last_usage()
-    lab.advance(120)
+    lab.advance_by(120)
     await _turn(lab, keeper, sid, "And src/util.py?")
     second = lab.last_usage()
     (r1, h1), (r2, h2) = recorder.seen
@@ -350,3 +350,13 @@ async def test_the_keeper_runs_a_saved_fitted_policy_on_the_virtual_clock(
     pings = await keeper.advance_to(6 * 3600)
     assert len(pings) == len(planned.ping_offsets) >= 1 and all(p.hit for p in pings)
     assert [p.at for p in pings] == [295.0 * k for k in range(1, len(pings) + 1)]
+
+
+async def test_advance_by_is_a_pause_and_advance_to_a_reading_of_the_clock() -> None:
+    async with emulator_lab() as lab:
+        keeper = _keeper(lab)
+        lab.advance_by(100)
+        assert await keeper.advance_by(50) == [] and lab.emulator.clock.now() == 150
+        assert await keeper.advance_to(160) == [] and lab.emulator.clock.now() == 160
+        with pytest.raises(ValueError, match="cannot be negative"):
+            await keeper.advance_by(-1)

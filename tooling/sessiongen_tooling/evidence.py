@@ -238,14 +238,14 @@ async def measure_provider_policy(
         key = lab.engine.generator.prepare(sid, RECAP_PROMPT, tools_policy=policy).request
         wire = WireRequest.logged(logged, key.prompt_cache_key)
         view = wire.view()
-        lab.advance(PING_AT)
+        lab.advance_by(PING_AT)
         ping_cost: float | None = None
         try:
             await lab.engine.generate(sid, KEEP_ALIVE, warming=True, tools_policy=policy)
             ping_cost = _cost(lab, lab.requests()[-1])
         except ProviderError:
             pass
-        lab.advance(NEXT_AT - PING_AT)
+        lab.advance_by(NEXT_AT - PING_AT)
         lab.script({"text": "No: mean([]) divides by zero."})
         before_next = len(lab.requests())
         await lab.engine.run(sid, NEXT_PROMPT)
@@ -278,7 +278,7 @@ async def next_turn_without_ping(
     """What the next real turn at `NEXT_AT` reads when no keep-alive ping was sent."""
     async with emulator_lab(workspace, provider=provider) as lab:
         sid = await _build_session(lab, later_turns)
-        lab.advance(NEXT_AT)
+        lab.advance_by(NEXT_AT)
         lab.script({"text": "No: mean([]) divides by zero."})
         before = len(lab.requests())
         await lab.engine.run(sid, NEXT_PROMPT)
@@ -331,7 +331,7 @@ async def measure_warming(
         ping = LoggedUsage(0, 0, 0, 0, 0)
         ping_cost = 0.0
         if placement != "no ping":
-            lab.advance(ping_at)
+            lab.advance_by(ping_at)
             await lab.engine.generate(
                 sid,
                 "This is a keep-alive request. Reply with exactly: OK",
@@ -339,9 +339,9 @@ async def measure_warming(
             )
             logged = lab.requests()[-1]
             ping, ping_cost = LoggedUsage.of(logged), cost(logged["usage"], logged["body"]["model"])
-            lab.advance(next_at - ping_at)
+            lab.advance_by(next_at - ping_at)
         else:
-            lab.advance(next_at)
+            lab.advance_by(next_at)
         lab.script({"text": "No: mean([]) divides by zero."})
         await lab.engine.run(sid, NEXT_PROMPT)
         logged = lab.requests()[-1]

@@ -223,8 +223,8 @@ class WarmingKeeper:
 
     Call `turn_finished(session_id)` after each durable turn of a watched session (the
     server and `run_turn` do). `tick()` sends every ping that is due now; `run()` does so in
-    real time until cancelled; `advance_to(t)` steps a settable (virtual) clock through every
-    due ping up to `t`.
+    real time until cancelled; on a settable (virtual) clock, `advance_by(seconds)` (a pause)
+    and `advance_to(t)` (an absolute reading of the clock) step it through every due ping.
     """
 
     def __init__(
@@ -365,8 +365,15 @@ class WarmingKeeper:
         self._plan(idle)
         return entry
 
+    async def advance_by(self, seconds: float) -> list[LedgerEntry]:
+        """A pause of `seconds` from the clock's present: `advance_to(now + seconds)`."""
+        if seconds < 0:
+            raise ValueError(f"a pause cannot be negative, got {seconds}")
+        return await self.advance_to(self.clock.now() + seconds)
+
     async def advance_to(self, until: float) -> list[LedgerEntry]:
-        """Step a settable clock through every ping due up to `until`, then to `until`."""
+        """Step a settable clock through every ping due up to the absolute time `until` (the
+        clock's reading, not a pause: see `advance_by`), then to `until`."""
         clock = self.clock
         if not hasattr(clock, "set"):
             raise TypeError("advance_to needs a settable clock (e.g. the emulator's)")

@@ -250,7 +250,7 @@ async def run_scenario(
 ) -> None:
     """Drive an engine with `policy` over `lab` through `scenario`, turn by turn: script the
     turn's replies, queue its gaps, run it, and check the Drain made exactly those calls."""
-    paced = _PacedClient(lab.llm, lab.advance)
+    paced = _PacedClient(lab.llm, lab.advance_by)
     engine = lab.rebuild(llm=paced, cache_policy=policy)
     for session in scenario:
         engine.create_session(SAMPLE_AGENT.name, workspace=lab.workspace, session_id=session.id)

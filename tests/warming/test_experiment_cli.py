@@ -22,7 +22,7 @@ from sessiongen.cli import FORMATS as CLI_FORMATS
 from sessiongen.cli import main
 from sessiongen.warming.calibration import has_recorded_usage
 from sessiongen.warming.experiment import experiment_steps, run_warming_experiment
-from sessiongen.warming.formats import FORMATS, load_trace
+from sessiongen.warming.formats import FORMATS, article, load_trace
 from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.policies import DEFAULT_POLICY, Tracking
 from sessiongen.warming.report import REFERENCE_ROWS, default_intervals
@@ -292,11 +292,18 @@ def test_bad_arguments_are_one_line_usage_errors(
 def test_an_out_path_that_is_a_file_is_a_one_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The file itself, or one on the way to it: the line names the file in the way (mkdir
+    alone said "File exists")."""
     blocker = tmp_path / "file"
     blocker.write_text("")
-    code = main(["experiment", "warming", "--generate", "1", "--out", str(blocker / "out")])
-    line = _one_line_error(capsys)
-    assert code == 1 and line.startswith(f"sessiongen: error: {blocker / 'out'}: "), line
+    for out in (blocker, blocker / "out"):
+        code = main(["experiment", "warming", "--generate", "1", "--out", str(out)])
+        line = _one_line_error(capsys)
+        assert code == 1, line
+        assert line == (
+            f"sessiongen: error: {out} cannot be the output directory: {blocker} is a file "
+            "(the tables and plots are written into a directory)"
+        )
 
 
 def test_without_matplotlib_the_command_says_what_to_install(
@@ -392,3 +399,25 @@ def test_a_bad_fit_fraction_fails_before_anything_is_written(
     with pytest.raises(ValueError, match="fit fraction must be at least 0 and below 1"):
         run_warming_experiment(trace, out, fit_fraction=fraction, save_policy=saved)
     assert not out.exists() and not saved.exists()
+
+
+@pytest.mark.parametrize("actual", sorted(FIXTURE_TRACES))
+def test_a_trace_read_as_the_wrong_format_names_the_format_it_looks_like(actual: str) -> None:
+    """Every other format on each fixture fails with the format the file looks like, the
+    way `sessiongen experiment warming --format` prints it."""
+    from sessiongen.warming.formats import guess_format
+
+    path = FIXTURE_TRACES[actual]
+    assert guess_format(path) == actual
+    for wrong in FORMATS:
+        if wrong == actual:
+            continue
+        try:
+            load_trace(path, wrong)
+        except (ValueError, OSError) as error:
+            message = str(error)
+        else:
+            message = ""
+        assert message.endswith(
+            f"looks like {article(actual)} {actual} trace: --format {actual}"
+        ), (wrong, message)

@@ -125,6 +125,12 @@ def run_warming_experiment(
         raise ValueError(f"the fit fraction must be at least 0 and below 1, got {fit_fraction!r}")
     plots.require_matplotlib()
     out = Path(out_dir).expanduser()
+    blocking = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:  # mkdir would say only "File exists" or "Not a directory"
+        raise NotADirectoryError(
+            f"{out} cannot be the output directory: {blocking} is a file (the tables and "
+            "plots are written into a directory)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     step = progress or (lambda _: None)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from .._choices import TRACE_FORMATS
 from .._choices import TraceFormat as TraceFormat
 from .events import load_events
 from .mooncake import load_mooncake
-from .traces import Trace
+from .traces import Trace, TraceFormatError
 from .transcripts import load_claude_code, load_opencode
 
 _LOADERS: dict[TraceFormat, Callable[[Path, str | None], Trace]] = {
@@ -45,5 +46,57 @@ def load_trace(path: str | Path, format: TraceFormat, name: str | None = None) -
     if path.is_dir() and format not in _DIRECTORY_FORMATS:
         raise IsADirectoryError(
             f"{path} is a directory; {article(format)} {format} trace is one file"
+            + format_hint(path, format)
         )
-    return _LOADERS[format](path, name)
+    try:
+        trace = _LOADERS[format](path, name)
+    except (TraceFormatError, FileNotFoundError) as error:
+        hint = format_hint(path, format)
+        if not hint:
+            raise
+        if isinstance(error, TraceFormatError):
+            raise TraceFormatError(error.path, error.problem + hint, error.line) from error
+        raise FileNotFoundError(f"{error}{hint}") from error
+    if not trace.requests and (hint := format_hint(path, format)):
+        raise TraceFormatError(path, f"no requests read as {article(format)} {format} trace{hint}")
+    return trace
+
+
+def guess_format(path: Path) -> TraceFormat | None:
+    """The format `path` looks like, from its first record (a directory: from the files in
+    it), or None when it looks like none of them. Only for hints: `load_trace` reads the
+    format it is given."""
+    if path.is_dir():
+        if next(path.rglob("*.jsonl"), None) is not None:
+            return "claude-code"
+        return "opencode" if next(path.rglob("*.json"), None) is not None else None
+    try:
+        with path.open("rb") as file:
+            head = file.read(1 << 16)
+    except OSError:
+        return None
+    first = head.split(b"\n", 1)[0].strip()
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return "opencode" if head.lstrip().startswith(b"{") else None
+    if not isinstance(record, dict):
+        return None
+    if "hash_ids" in record or "input_length" in record:
+        return "mooncake"
+    if "blocks" in record and "session" in record:
+        return "events"
+    if "sessionId" in record or record.get("type") in ("summary", "user", "assistant"):
+        return "claude-code"
+    if "info" in record and "messages" in record:
+        return "opencode"
+    return None
+
+
+def format_hint(path: Path, format: TraceFormat) -> str:
+    """ "; it looks like a mooncake trace: --format mooncake" when `path` looks like another
+    format than `format`, else ""."""
+    guess = guess_format(path)
+    if guess is None or guess == format:
+        return ""
+    return f"; it looks like {article(guess)} {guess} trace: --format {guess}"

@@ -18,7 +18,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from sessiongen import SessionEngine, SessionStore
@@ -65,7 +65,7 @@ async def build_session(messages: int, workspace: Path) -> tuple[SessionEngine, 
     return SessionEngine(store, InstantLLM(), [SAMPLE_AGENT]), session.id
 
 
-def median_seconds(fn, repeats: int = REPEATS) -> float:  # type: ignore[no-untyped-def]
+def median_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -74,7 +74,7 @@ def median_seconds(fn, repeats: int = REPEATS) -> float:  # type: ignore[no-unty
     return statistics.median(samples)
 
 
-async def amedian_seconds(fn, repeats: int = REPEATS) -> float:  # type: ignore[no-untyped-def]
+async def amedian_seconds(fn: Callable[[], Awaitable[object]], repeats: int = REPEATS) -> float:
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
 
 import anthropic
 import httpx2
@@ -119,7 +120,7 @@ def speed(
     echo(f"{'policy':24s} {'ms':>8s} {'calls':>7s} {'us/call':>8s} {'x SDK':>8s}")
     rows = []
     for policy in [*policies.reference_policies(MODEL), policies.GapOracle(trace, model=MODEL)]:
-        seconds, result = best_of(repeats, lambda p=policy: replay(prepared, p, model=MODEL))
+        seconds, result = best_of(repeats, partial(replay, prepared, policy, model=MODEL))
         per_call = seconds / calls(result)
         rows.append((policy.name, seconds, calls(result)))
         echo(

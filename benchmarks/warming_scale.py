@@ -29,6 +29,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from itertools import accumulate
 from typing import Any
 
@@ -113,6 +114,11 @@ def run_optimum(trace: Trace | PreparedTrace) -> None:
     optimum(trace, model=MODEL)
 
 
+def run_replays(trace: Trace) -> None:
+    """The reference policies' replays of `trace`, its preparation included."""
+    replay_policies(prepare(trace), policies.reference_policies(MODEL), model=MODEL)
+
+
 def versus_minimal(
     traces: list[Trace], repeats: int, echo: Callable[[str], None]
 ) -> dict[str, float]:
@@ -125,11 +131,11 @@ def versus_minimal(
         t = plain.tokens
         loop = minimal_5m(prepared, min_tokens)
         assert loop == (t.input, t.cache_read, t.cache_write_5m), "the loop's usage differs"
-        minimal = cpu(repeats, lambda pt=prepared: minimal_5m(pt, min_tokens)) / n
+        minimal = cpu(repeats, partial(minimal_5m, prepared, min_tokens)) / n
         echo(f"{trace.name}: {n} requests; minimal loop {minimal * 1e6:.2f} µs a request")
         for policy in policies.reference_policies(MODEL):
             result = replay(prepared, policy, model=MODEL)  # compiles the blocks once
-            seconds = cpu(repeats, lambda p=policy, pt=prepared: replay(pt, p, model=MODEL))
+            seconds = cpu(repeats, partial(replay, prepared, policy, model=MODEL))
             calls = result.requests + result.pings
             echo(
                 f"  {policy.name:22s} {seconds / n * 1e6:7.2f} µs/request "
@@ -169,17 +175,13 @@ def run(quick: bool = False, echo: Callable[[str], None] | None = None) -> dict[
     replay_points: list[tuple[int, float]] = []
     for sessions in replay_sizes:
         trace = generate_sessions(sessions, seed=0)
-        seconds = wall(
-            lambda t=trace: replay_policies(
-                prepare(t), policies.reference_policies(MODEL), model=MODEL
-            )
-        )
+        seconds = wall(partial(run_replays, trace))
         replay_points.append((len(trace.requests), seconds))
         say(f"replays, {len(trace.requests)} requests: {seconds:.2f} s")
     optimum_points: list[tuple[int, float]] = []
     for sessions in optimum_sizes:
         trace = generate_sessions(sessions, seed=0)
-        seconds = wall(lambda t=trace: run_optimum(t))
+        seconds = wall(partial(run_optimum, trace))
         optimum_points.append((len(trace.requests), seconds))
         say(f"optimum, {len(trace.requests)} requests: {seconds:.2f} s")
     replay_slope, optimum_slope = slope(replay_points), slope(optimum_points)

@@ -26,7 +26,9 @@ def _rows(out: str) -> list[tuple[str, LoggedUsage]]:
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "bedrock", "openai", "gemini"])
-def test_demo_runs_through_each_provider(provider: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_through_each_provider(
+    provider: Provider, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["demo", "--provider", provider]) == 0
     out = capsys.readouterr().out
     header = out.splitlines()[0]

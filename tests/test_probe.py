@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sessiongen._choices import PROVIDERS
+from sessiongen._choices import PROVIDERS, Provider
 from sessiongen._probe import (
     Counts,
     Lifetime,
@@ -327,14 +327,16 @@ def test_the_cost_cap_refuses_before_any_request_is_billed(target: Emulator) -> 
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_the_default_model_is_catalogued_priced_and_fits_the_default_cap(provider: str) -> None:
+def test_the_default_model_is_catalogued_priced_and_fits_the_default_cap(
+    provider: Provider,
+) -> None:
     from sessiongen._probe import DEFAULT_MAX_COST, predict, worst_case_cost
     from sessiongen.cache import get_model, price
 
-    model = cheapest_model(provider)  # type: ignore[arg-type]
+    model = cheapest_model(provider)
     assert get_model(model).provider == provider and price(model).input > 0
     the_plan = plan(model, "00000000", with_ttl=True)
-    predicted = predict(provider, the_plan)  # type: ignore[arg-type]
+    predicted = predict(provider, the_plan)
     assert worst_case_cost(the_plan, predicted) <= DEFAULT_MAX_COST
     minimum = get_model(model).min_cacheable_tokens
     first = Counts.of(predicted[the_plan.order[0]])

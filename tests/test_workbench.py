@@ -17,12 +17,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _notebook(path: Path, *sources: str) -> Path:
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell("# A notebook that fails")] + [
-        nbformat.v4.new_code_cell(source) for source in sources
-    ]
+    # nbformat's functions are unannotated
+    notebook = nbformat.v4.new_notebook()  # type: ignore[no-untyped-call]
+    markdown = nbformat.v4.new_markdown_cell("# A notebook that fails")  # type: ignore[no-untyped-call]
+    code = [nbformat.v4.new_code_cell(source) for source in sources]  # type: ignore[no-untyped-call]
+    notebook.cells = [markdown, *code]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(notebook, path)
+    nbformat.write(notebook, path)  # type: ignore[no-untyped-call]
     return path
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from sessiongen import ProviderStreamInterrupted
-from sessiongen.lab import emulator_lab
+from sessiongen.lab import Provider, emulator_lab
 from sessiongen.llm.client import LLMClient
 from sessiongen.llm.types import LLMRequest, LLMResponse, StreamEvent, ToolCallEvent
 from sessiongen.model import AssistantMessage, TextPart
@@ -76,12 +76,12 @@ def _tool_results(provider: str, body: dict[str, Any]) -> list[tuple[str, bool]]
 
 @pytest.mark.parametrize("provider", ["anthropic", "bedrock", "gemini"])
 async def test_a_failed_tool_call_stays_a_failure_in_every_later_request(
-    tmp_path: Path, provider: str
+    tmp_path: Path, provider: Provider
 ) -> None:
     """After a tool call fails, the next Step and a later generate both send its result
     marked as an error, and the call that succeeded as a success (OpenAI's Chat Completions
     tool message has no error flag, so it is not in this list)."""
-    async with emulator_lab(tmp_path / "ws", provider=provider) as lab:  # type: ignore[arg-type]
+    async with emulator_lab(tmp_path / "ws", provider=provider) as lab:
         lab.script(*TOOL_THEN_TEXT)
         session = lab.engine.create_session("forge", workspace=lab.workspace)
         await lab.engine.run(session.id, "Read missing.txt and src/app.py.")

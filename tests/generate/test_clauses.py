@@ -25,6 +25,7 @@ from sessiongen.errors import AgentNotFound, InvalidArgument
 from sessiongen.lab import EmulatorLab
 from sessiongen.llm.anthropic import AnthropicLLMClient, lower_request
 from sessiongen.llm.types import LLMMessage, TextContent
+from sessiongen.model import AssistantMessage, ToolCallPart
 from sessiongen.parity import WireRequest, diff
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.tools import BUILTIN_TOOLS, Tool, ToolRegistry
@@ -86,8 +87,10 @@ async def test_sg_snap_1_an_open_tool_call_of_a_dead_drain_never_reaches_the_wir
         await engine.run(sid, "List the files.")
     pending_ids = _tool_use_ids(emulated.requests()[-1]["body"])
     record = engine.store.read(sid)
-    assert not record.messages[-1].settled  # type: ignore[union-attr]
-    open_call = record.messages[-1].parts[-1].id  # type: ignore[union-attr]
+    last = record.messages[-1]
+    assert isinstance(last, AssistantMessage) and not last.settled
+    assert isinstance(last.parts[-1], ToolCallPart)
+    open_call = last.parts[-1].id
 
     before = engine.store.dump()
     await engine.generate(sid, PROMPT)
@@ -174,6 +177,7 @@ async def test_sg_inv_3_one_request_even_on_a_retrying_client(
     """Through a client configured to retry twice, a failing generate is still one logged
     request, on the streamed path and on the warming (non-streaming) path."""
     sid = await _turn_with_tool_call(emulated)
+    assert isinstance(emulated.llm, AnthropicLLMClient)
     retrying = AnthropicLLMClient(emulated.llm.client.with_options(max_retries=2))
     engine = emulated.rebuild(llm=retrying)
     before = len(emulated.requests())

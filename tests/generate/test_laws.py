@@ -125,6 +125,7 @@ async def test_law4_single_attempt_under_faults(
     """SG-INV-3: one call is one logged provider request, also when it fails; the typed
     error carries the provider's status and request id; the store is unchanged."""
     sid = await _session_after_one_turn(emulated)
+    assert isinstance(emulated.llm, AnthropicLLMClient)
     retrying = AnthropicLLMClient(emulated.llm.client.with_options(max_retries=2))
     engine = emulated.rebuild(llm=retrying)
     before_log = len(emulated.requests())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sessiongen.parity import Difference, WireRequest, diff
+from sessiongen.parity import Difference, Verdict, WireRequest, diff
 
 MARK = {"type": "ephemeral"}
 
@@ -197,12 +197,12 @@ def test_a_breakpoint_moved_or_dropped_in_the_shared_history_is_a_violation(
     ],
 )
 def test_every_top_level_key_is_compared(
-    key: str, step_value: Any, generate_value: Any, verdict: str, reason: str
+    key: str, step_value: Any, generate_value: Any, verdict: Verdict, reason: str
 ) -> None:
     step = {k: v for k, v in {**_body(*HISTORY), key: step_value}.items() if v is not None}
     generate = {k: v for k, v in {**_body(*HISTORY), key: generate_value}.items() if v is not None}
     report = diff(_wire(step), _wire(generate))
-    assert report.differences == (Difference(key, step_value, generate_value, verdict, reason),)  # type: ignore[arg-type]
+    assert report.differences == (Difference(key, step_value, generate_value, verdict, reason),)
 
 
 def test_headers_and_the_cache_key_are_compared() -> None:

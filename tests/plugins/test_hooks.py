@@ -31,13 +31,20 @@ class Chain:
         return request.model_copy(update={"headers": headers})
 
 
-def _chain(letter: str, log: list[str], **options: bool) -> object:
-    """A plugin whose request hook is `Chain.edit`, marked with pluggy `options`."""
-    keep = options.pop("keep", False)
+def _chain(
+    letter: str,
+    log: list[str],
+    *,
+    keep: bool = False,
+    tryfirst: bool = False,
+    trylast: bool = False,
+) -> object:
+    """A plugin whose request hook is `Chain.edit`, marked with pluggy's `tryfirst` and
+    `trylast`."""
     chain = Chain(letter, log, keep=keep)
 
     class Plugin:
-        @hookimpl(**options)
+        @hookimpl(tryfirst=tryfirst, trylast=trylast)
         def sessiongen_request(self, request: LLMRequest, info: RequestInfo) -> LLMRequest | None:
             return chain.edit(request, info)
 

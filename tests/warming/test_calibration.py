@@ -175,7 +175,9 @@ def test_a_usage_that_does_not_add_up_is_named_by_line(tmp_path: Path) -> None:
 
 
 def test_too_many_breakpoints_are_named_by_line(tmp_path: Path) -> None:
-    blocks = [{"id": k, "tokens": 10, "breakpoint": True} for k in range(5)]
+    blocks: list[dict[str, object]] = [
+        {"id": k, "tokens": 10, "breakpoint": True} for k in range(5)
+    ]
     path = _trace_file(tmp_path, [_line("a", 0, blocks, input_tokens=50)])
     with pytest.raises(TraceFormatError, match=r":1: blocks: .*at most 4 breakpoints"):
         load_events(path)

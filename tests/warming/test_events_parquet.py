@@ -10,7 +10,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,14 +24,14 @@ from sessiongen.warming.events import (
     write_events_jsonl,
     write_events_parquet,
 )
-from sessiongen.warming.formats import load_trace
+from sessiongen.warming.formats import TraceFormat, load_trace
 from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.traces import Trace, TraceFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # The traces of other formats that the events format can hold: no prefix cached before the
 # trace, every output count known (recorded usage and client breakpoints included).
-WRITABLE_FIXTURES = [
+WRITABLE_FIXTURES: list[tuple[Path, TraceFormat]] = [
     (FIXTURES / "opencode", "opencode"),
     (FIXTURES / "real/claude-code/v2.0-in-file-sidechain", "claude-code"),
 ]
@@ -117,9 +117,9 @@ def test_the_events_fixture_converts_to_parquet_and_back(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(("path", "format"), WRITABLE_FIXTURES, ids=lambda x: str(x)[-24:])
 def test_real_fixtures_with_usage_and_breakpoints_round_trip(
-    path: Path, format: str, tmp_path: Path
+    path: Path, format: TraceFormat, tmp_path: Path
 ) -> None:
-    trace = load_trace(path, format)  # type: ignore[arg-type]
+    trace = load_trace(path, format)
     assert all(r.recorded is not None and r.breakpoints for r in trace.requests)
     for writer, suffix in ((write_events_parquet, "parquet"), (write_events_jsonl, "jsonl")):
         written = writer(trace, tmp_path / f"trace.{suffix}")
@@ -171,7 +171,12 @@ def test_parquet_timestamps_are_read_as_iso_times(tmp_path: Path) -> None:
     """A Parquet timestamp column is the ISO kind: with a zone as given, without one UTC; a
     nanosecond column is read to the microsecond, the format's resolution."""
     times = [datetime(2025, 6, 2, 9, 0, tzinfo=UTC), datetime(2025, 6, 2, 9, 0, 4, 500_000)]
-    for unit, zone in (("ns", "UTC"), ("us", None), ("ms", "+02:00")):
+    units: tuple[tuple[Literal["ns", "us", "ms"], str | None], ...] = (
+        ("ns", "UTC"),
+        ("us", None),
+        ("ms", "+02:00"),
+    )
+    for unit, zone in units:
         table = pa.table(
             {
                 "session": ["a", "b"],

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sessiongen.cli import FORMATS as CLI_FORMATS
+from sessiongen._choices import TRACE_FORMATS as CLI_FORMATS
+from sessiongen.cache import TTL
 from sessiongen.cli import main
 from sessiongen.warming.calibration import has_recorded_usage
 from sessiongen.warming.experiment import experiment_steps, run_warming_experiment
-from sessiongen.warming.formats import FORMATS, article, load_trace
+from sessiongen.warming.formats import FORMATS, TraceFormat, article, load_trace
 from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.policies import DEFAULT_POLICY, Tracking
 from sessiongen.warming.report import REFERENCE_ROWS, default_intervals
@@ -102,7 +103,8 @@ def test_the_summary_names_the_best_online_policy_and_the_trace(generated: Run) 
     assert summary.startswith(f"best online policy: {best['policy']}, ratio {ratio:.3f} ")
     # By default the table is the part held back from fitting: it says so, and how much.
     held = [row for row in generated.rows() if row["policy"] == "optimum"]
-    sessions = held and int(generated.out.split(" sessions (learning")[0].rsplit(" ", 1)[1])
+    assert held
+    sessions = int(generated.out.split(" sessions (learning")[0].rsplit(" ", 1)[1])
     assert "held-back part generated-6-seed1-held-back: " in summary
     assert summary.endswith(f"(learning policies fitted on the {6 - sessions} sessions before it)")
     (default,) = [line for line in generated.out.splitlines() if line.startswith("default policy")]
@@ -162,7 +164,8 @@ def test_the_ratio_column_is_cost_over_the_optimum_cost(generated: Run) -> None:
 def test_intervals_csv_sweeps_both_ttls_with_their_horizons(generated: Run) -> None:
     rows = generated.rows("intervals.csv")
     assert list(rows[0]) == ["ttl", "interval", "horizon", "cost", "ratio_to_optimum", "pings"]
-    for ttl, horizon in (("5m", 1800.0), ("1h", 7200.0)):
+    horizons: tuple[tuple[TTL, float], ...] = (("5m", 1800.0), ("1h", 7200.0))
+    for ttl, horizon in horizons:
         sweep = [row for row in rows if row["ttl"] == ttl]
         assert [float(r["interval"]) for r in sweep] == list(default_intervals(ttl))
         assert {float(r["horizon"]) for r in sweep} == {horizon}
@@ -187,7 +190,7 @@ def test_the_three_plots_are_real_pngs(generated: Run) -> None:
 
 
 @pytest.mark.parametrize("format", FORMATS)
-def test_every_trace_format_runs(format: str, tmp_path: Path) -> None:
+def test_every_trace_format_runs(format: TraceFormat, tmp_path: Path) -> None:
     run = _run("--trace", str(FIXTURE_TRACES[format]), "--format", format, out=tmp_path)
     assert run.code == 0, run.err
     names = [row["policy"] for row in run.rows()]
@@ -325,7 +328,8 @@ def test_experiment_help_lists_warming(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_the_cli_format_list_is_the_loaders() -> None:
-    """cli.py spells the formats out so `--version` need not import the loaders."""
+    """The command line takes its formats from `_choices` so `--help` need not import the
+    loaders; they are the loaders' own."""
     assert CLI_FORMATS == FORMATS
 
 

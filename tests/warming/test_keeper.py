@@ -240,6 +240,7 @@ async def test_the_default_is_tracking_and_stops_by_its_cost_rule(
     await _turn(lab, keeper, sid, "What is in src/app.py?")
     written = lab.last_usage()
     twin = default_policy().policy
+    assert isinstance(twin, Tracking)
     request = TraceRequest(sid, 0.0, (0,), (written.read + written.write_5m,), 0)
     history = History(-1, 0, None, 0, 0)
     twin.observe(request, history)
@@ -293,6 +294,7 @@ async def test_the_default_pings_after_a_turn_that_read_the_cache(lab: EmulatorL
     turn = lab.last_usage()
     assert turn.read > 0 and turn.write_1h == 0
     twin = default_policy().policy
+    assert isinstance(twin, Tracking)
     request = TraceRequest(sid, 120.0, (0,), (turn.read + turn.write_5m,), 0)
     history = History(-1, 1, 120.0, first_prompt_tokens := turn.read, turn.read)
     twin.observe(

@@ -113,7 +113,7 @@ def test_not_json_names_the_line(tmp_path: Path) -> None:
 
 @pytest.fixture(params=sorted(REAL_FILES))
 def real_file(request: pytest.FixtureRequest) -> Path:
-    path = REAL / request.param
+    path: Path = REAL / request.param
     if not path.is_file():
         pytest.skip(
             f"the Mooncake traces are not at {REAL} (../shared/data/mooncake beside the "

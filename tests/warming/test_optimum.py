@@ -98,7 +98,7 @@ def _family(trace: Trace, must_write: bool) -> list[list[Decision]]:
     no pings, series of pings at each expiry (for either TTL's lifetime) up to any later
     request's start, and two others (an early ping, one just after a 5m expiry). Pings after
     the session's next request are cancelled, so longer series are cut there."""
-    ttls = ("5m", "1h") if must_write else (None, "5m", "1h")
+    ttls: tuple[TTL | None, ...] = ("5m", "1h") if must_write else (None, "5m", "1h")
     family = []
     for i, request in enumerate(trace.requests):
         series: set[tuple[float, ...]] = {(150.0,), (301.0,)}

@@ -68,7 +68,10 @@ def test_decisions_are_checked() -> None:
 
 def test_fixed_schedules() -> None:
     request = TraceRequest("s", 0.0, (1,), (5000,), 0)
-    decide = lambda p: p.decide(request, _first())  # noqa: E731
+
+    def decide(policy: policies.Policy) -> Decision:
+        return policy.decide(request, _first())
+
     assert decide(policies.no_cache()) == Decision(None)
     assert decide(policies.five_minutes()) == Decision("5m")
     assert decide(policies.one_hour()) == Decision("1h")

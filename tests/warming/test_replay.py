@@ -58,7 +58,8 @@ def _request(session: str, at: float, blocks: Sequence[int], output: int) -> Tra
 
 def hand_trace() -> tuple[Trace, list[Decision]]:
     """20 requests in 5 sessions, gaps around 5 minutes, meant to exercise every path."""
-    five, hour = "5m", "1h"
+    five: TTL = "5m"
+    hour: TTL = "1h"
     rows: list[tuple[TraceRequest, Decision]] = [
         # a: a ping keeps it alive; the next request cancels the rest of the series.
         (_request("a", 0, [1, 2, 3], 40), Decision(five, (295, 590, 885))),

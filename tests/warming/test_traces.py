@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.formats import FORMATS, load_trace
+from sessiongen.warming.formats import FORMATS, TraceFormat, load_trace
 from sessiongen.warming.traces import Trace, TraceFormatError, TraceRequest, WarmEntry, unix_micros
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -52,12 +52,12 @@ def test_unix_micros_is_exact() -> None:
         ("opencode", "opencode"),
     ],
 )
-def test_load_trace_reads_every_format(path: str, format: str) -> None:
-    trace = load_trace(FIXTURES / path, format)  # type: ignore[arg-type]
+def test_load_trace_reads_every_format(path: str, format: TraceFormat) -> None:
+    trace = load_trace(FIXTURES / path, format)
     assert trace.requests
     assert trace.name == Path(path).stem
     assert [r.at for r in trace.requests] == sorted(r.at for r in trace.requests)
-    assert load_trace(FIXTURES / path, format, name="mine").name == "mine"  # type: ignore[arg-type]
+    assert load_trace(FIXTURES / path, format, name="mine").name == "mine"
 
 
 def test_formats_lists_the_four() -> None:

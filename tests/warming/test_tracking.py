@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import pickle
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -212,10 +213,10 @@ def _document() -> dict[str, object]:
     ],
 )
 def test_a_bad_policy_file_is_a_typed_error_naming_the_file(
-    change: object, says: str, tmp_path: Path
+    change: Callable[[dict[str, object]], object], says: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "bad.json"
-    changed = change(_document())  # type: ignore[operator]
+    changed = change(_document())
     path.write_text(changed if isinstance(changed, str) else json.dumps(changed))
     with pytest.raises(PolicyFileError) as raised:
         load_policy(path)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sessiongen.cache import TTL
 from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.policies import (
     Decision,
@@ -172,8 +175,8 @@ class _Planner(Fixed):
         super().__init__(name, "5m", ping_offsets)
         self._mark = mark
 
-    def decide_for(self, ttl: str, request: TraceRequest, history: History) -> Decision:
-        return Decision(ttl, (self._mark,))  # type: ignore[arg-type]
+    def decide_for(self, ttl: TTL, request: TraceRequest, history: History) -> Decision:
+        return Decision(ttl, (self._mark,))
 
 
 def _keeper_question() -> tuple[TraceRequest, History]:
@@ -273,7 +276,7 @@ def test_learned_gap_state_rows_are_first_quick_and_slow() -> None:
 # --- saved state checks ---------------------------------------------------------------------
 
 
-def _document() -> dict:  # type: ignore[type-arg]
+def _document() -> dict[str, Any]:
     return policy_document(Tracking(min_history=7, margin=0.05).fit(generate_sessions(4, seed=1)))
 
 
@@ -341,10 +344,10 @@ def _learned_table(rows: int = 2, counts: int = 16, value: object = 0) -> list[l
     ],
 )
 def test_a_bad_saved_state_is_a_policy_file_error(
-    change: object, says: str, tmp_path: Path
+    change: Callable[[Any], object], says: str, tmp_path: Path
 ) -> None:
     document = _document()
-    document["state"] = change(document["state"])  # type: ignore[operator]
+    document["state"] = change(document["state"])
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(document))
     with pytest.raises(PolicyFileError) as raised:

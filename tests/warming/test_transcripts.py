@@ -117,7 +117,7 @@ def test_claude_code_ttl_breakdown_alone_counts_as_cache_write(tmp_path: Path) -
 
 def test_claude_code_bad_lines_are_named(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    bad_usage = {"type": "assistant", "timestamp": "2025-06-02T09:00:00Z"}
+    bad_usage: dict[str, object] = {"type": "assistant", "timestamp": "2025-06-02T09:00:00Z"}
     bad_usage["message"] = {"usage": {"input_tokens": -1, "output_tokens": 0}}
     path.write_text('{"type": "user"}\n' + json.dumps(bad_usage) + "\n")
     with pytest.raises(TraceFormatError, match=r"s.jsonl:2: message.usage.input_tokens: "):

@@ -78,7 +78,7 @@ def test_claude_recorded_usage_is_the_log_with_the_ttl_split() -> None:
     (all 5m in these logs), a 2.0 line without the split counting as 5m; the request's prompt
     is their sum."""
     for directory in (V1, V2_0, V2_1):
-        logged = Counter()
+        logged: Counter[tuple[int, int, int, int]] = Counter()
         for entry in _usage_lines(directory).values():
             usage = entry["usage"]
             assert isinstance(usage, dict)

@@ -17,7 +17,7 @@ MODEL = "claude-sonnet-4-6"
 def _log(tmp_path: Path, calls: list[tuple[str, float, int, int, int]]) -> Path:
     """A Claude Code log of `(session, seconds, input, read, write)` calls, each answering
     its own user line; outputs known (a stop_reason)."""
-    lines = []
+    lines: list[dict[str, object]] = []
     for k, (session, at, uncached, read, write) in enumerate(calls):
         stamp = f"2026-11-02T10:{int(at // 60):02d}:{at % 60:06.3f}Z"
         lines.append(

@@ -143,6 +143,8 @@ def test_the_default_server_runs_turns_on_the_embedded_emulator(tmp_path: Path) 
         assert result["usage"]["cache_read_tokens"] == turn["usage"]["cache_write_5m_tokens"]
     assert db.exists()
     assert "provider: the embedded emulator" in log.read_text()
+    # Started without --workspace, it says so, and how to give one.
+    assert "workspace: none (tool calls answer that; --workspace DIR gives one)" in log.read_text()
 
 
 def test_the_real_server_over_http_with_a_token_and_the_anthropic_provider(
@@ -210,7 +212,7 @@ def test_the_readmes_curl_example_works_as_written(tmp_path: Path) -> None:
     assert flags[:4] == ["uv", "run", "sessiongen", "serve"] and "--port" in flags
     args = flags[4:]
     args[args.index("--port") : args.index("--port") + 2] = []
-    with _served(tmp_path, *args, env={"SESSIONGEN_TOKEN": ""}, cwd=tmp_path) as (url, _):
+    with _served(tmp_path, *args, env={"SESSIONGEN_TOKEN": ""}, cwd=tmp_path) as (url, log):
         port = url.rsplit(":", 1)[1]
         script = curls.replace("localhost:8080", f"localhost:{port}")
         answers = []
@@ -219,6 +221,7 @@ def test_the_readmes_curl_example_works_as_written(tmp_path: Path) -> None:
                 ["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path, check=True
             )
             answers.append(json.loads(run.stdout))
+        assert "| workspace: . |" in log.read_text()  # the README gives its sessions one
     created, turn, generated, session = answers
     assert created == {"id": "ses_000001"}
     assert generated["revision"] == turn["revision"] == session["revision"]

@@ -147,9 +147,14 @@ async def serve_async(
             plugins.startup()  # a plugin that cannot start stops the server before it binds
             app = create_app(engine, plugins=plugins, token=token, workspace=workspace)
             auth = "bearer token required" if token else "no token (loopback only)"
+            tools = (
+                f"workspace: {workspace}"
+                if workspace is not None
+                else "workspace: none (tool calls answer that; --workspace DIR gives one)"
+            )
             print(
                 f"sessiongen serve: http://{_authority(host, port)} | provider: {described} | "
-                f"db: {db} | auth: {auth} | plugins: {', '.join(plugins.names())} | "
+                f"db: {db} | auth: {auth} | {tools} | plugins: {', '.join(plugins.names())} | "
                 f"interrupted Steps recovered: {recovered}",
                 file=sys.stderr,
                 flush=True,

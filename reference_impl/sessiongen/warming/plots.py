@@ -9,6 +9,7 @@ when a figure is made, so the package works without it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,20 @@ def _seconds_axis(axes: Axes) -> None:
     axes.xaxis.set_minor_formatter(NullFormatter())
 
 
+def _ratio_window(ratios: Sequence[float]) -> tuple[float, float]:
+    """Where the cost axis starts and where bars are cut: from a little below the cheapest
+    ratio (not 0: the differences that matter are a few percent), and, when the dearest
+    ratio is over 1.5 times the next (no caching at all), cut at 1.25 times the next so it
+    does not squeeze every other bar into a sliver."""
+    top = sorted(ratios, reverse=True)
+    cap = top[0]
+    if len(top) > 1 and top[0] > 1.5 * top[1]:
+        cap = max(top[1] * 1.25, 1.1)
+    low = min(min(ratios), 1.0)
+    left = max(0.0, math.floor((low - 0.25 * (cap - low)) * 20) / 20)
+    return left, cap
+
+
 def cost_by_policy(rows: Sequence[PolicyRow], *, title: str | None = None) -> Figure:
     """Horizontal bars of each policy's cost as a ratio to the optimum, cheapest on top,
     online policies and offline yardsticks in two colours, a line at 1 (the optimum)."""
@@ -79,18 +94,31 @@ def cost_by_policy(rows: Sequence[PolicyRow], *, title: str | None = None) -> Fi
     from matplotlib.patches import Patch
 
     ordered = sorted(rows, key=lambda r: r.ratio_to_optimum, reverse=True)
+    ratios = [r.ratio_to_optimum for r in ordered]
+    left, cap = _ratio_window(ratios)
     figure, axes = _figure(8.0, 0.32 * len(ordered) + 1.6)
     positions = range(len(ordered))
-    bars = axes.barh(
+    axes.barh(
         positions,
-        [r.ratio_to_optimum for r in ordered],
+        [min(ratio, cap) - left for ratio in ratios],
+        left=left,
         color=[ONLINE_COLOUR if r.online else OFFLINE_COLOUR for r in ordered],
     )
-    axes.bar_label(bars, labels=[f"{r.ratio_to_optimum:.3f}" for r in ordered], padding=3)
+    for position, ratio in zip(positions, ratios, strict=True):
+        # Right of the bar and of the optimum's line, so a bar ending near 1 (the lower
+        # bound) keeps its label off the line; a bar past the window says it is cut.
+        label = f"{ratio:.3f}" + (" (cut: off the scale)" if ratio > cap else "")
+        axes.annotate(
+            label,
+            (max(min(ratio, cap), 1.0), position),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+        )
     axes.set_yticks(list(positions), labels=[r.policy for r in ordered])
     axes.axvline(1.0, color="black", linewidth=1.0, linestyle="--")
-    axes.set_xlabel("prompt cost / the optimum's")
-    axes.set_xlim(0, max(r.ratio_to_optimum for r in ordered) * 1.15)
+    axes.set_xlabel(f"prompt cost / the optimum's (the axis starts at {left:g})")
+    axes.set_xlim(left, cap + (cap - left) * 0.3)
     axes.legend(
         handles=[
             Patch(color=ONLINE_COLOUR, label="online policy"),

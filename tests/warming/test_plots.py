@@ -7,6 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from matplotlib.patches import Rectangle
 from sessiongen.warming import plots
 from sessiongen.warming.report import PolicyRow
 

@@ -55,3 +55,21 @@ def make_engine(agent: Agent) -> EngineFactory:
         return engine, scripted, recording
 
     return build
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the long external commands whose tests were collected (mypy, the docs build) on
+    the other core now, instead of one after another when their tests come up."""
+    from . import _background
+
+    ids = [item.nodeid for item in session.items]
+    if any(i.startswith("tests/test_quality.py::test_mypy_strict_is_clean") for i in ids):
+        _background.start("mypy", _background.MYPY)
+    if any(i.startswith("tests/docs/test_site.py") for i in ids):
+        _background.start("site", _background.SITE_BUILD, env=_background.SITE_ENV)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from . import _background
+
+    _background.stop_all()

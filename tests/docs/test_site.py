@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from .. import _background
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -55,7 +57,7 @@ INSTALL_HINT = (
 )
 REQUIRE_BROWSER = "SESSIONGEN_REQUIRE_BROWSER"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-BUILD_TIMEOUT = 120.0
+BUILD_TIMEOUT = 900.0  # a guard against a hang: the build shares the machine with the suite
 # One decision record per question of docs/questions.md, in its order.
 DECISIONS = (
     "purpose",
@@ -81,21 +83,15 @@ class BuiltSite:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
-    """The site built once per module, exactly as CI and a reviewer would build it (a child
-    process with this interpreter, from the repository root so snippet paths resolve)."""
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's end-of-life banner
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        check=False,
+def site() -> BuiltSite:
+    """The site built once, exactly as CI and a reviewer would build it (a child process with
+    this interpreter, from the repository root so snippet paths resolve), started when
+    collection finishes (tests/_background.py) so it builds while other tests run."""
+    proc = _background.result(
+        "site", _background.SITE_BUILD, env=_background.SITE_ENV, timeout=BUILD_TIMEOUT
     )
-    output = proc.stdout + proc.stderr
+    out = _background.SITE_DIR
+    output = proc.stdout
     if proc.returncode != 0:
         hint = ""
         if "not found among documentation files" in output:
@@ -757,8 +753,6 @@ def test_clause_anchor_traceability_and_notebook_in_browser(
 def test_warming_page_examples_run(tmp_path: Path) -> None:
     """Every Python example on the Warming page runs as written, and the keeper example
     shows what the page says: pings that read, and a next turn that reads the cache."""
-    import subprocess
-    import sys
 
     page = (ROOT / "docs" / "warming.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
@@ -782,8 +776,6 @@ def test_warming_page_examples_run(tmp_path: Path) -> None:
 
 def test_http_page_plugin_example_runs(tmp_path: Path) -> None:
     """The plugin example on the HTTP page runs as written and prints what the page says."""
-    import subprocess
-    import sys
 
     page = (ROOT / "docs" / "http.md").read_text()
     (code,) = re.findall(r"```python\n(.*?)```", page, re.S)

@@ -14,9 +14,13 @@ WITH_FIELDS: list[errors.SessiongenError] = [
     errors.SessionExists("s1"),
     errors.AgentNotFound("a", ["build", "forge"]),
     errors.SessionBusy("s1", "process 7 on h"),
-    errors.ContextOverflow("too long", tokens=9, limit=3, status=400, request_id="req_1"),
-    errors.ProviderRateLimited("slow down", status=429, request_id="req_2", error_type="rate"),
-    errors.ProviderStreamInterrupted("cut", status=200, request_id="req_3"),
+    errors.ContextOverflow(
+        "too long", tokens=9, limit=3, provider_status=400, provider_request_id="req_1"
+    ),
+    errors.ProviderRateLimited(
+        "slow down", provider_status=429, provider_request_id="req_2", provider_error_type="rate"
+    ),
+    errors.ProviderStreamInterrupted("cut", provider_status=200, provider_request_id="req_3"),
 ]
 
 

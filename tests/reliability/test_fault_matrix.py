@@ -180,8 +180,8 @@ def _assert_contiguous(engine: SessionEngine) -> None:
 def _assert_typed(error: BaseException, fault: Fault, logged: dict[str, Any]) -> None:
     assert isinstance(error, fault.error), (type(error), fault.error)
     if fault.status is not None:
-        assert error.status == fault.status
-        assert error.request_id == logged["id"]
+        assert error.provider_status == fault.status
+        assert error.provider_request_id == logged["id"]
 
 
 async def _first_turn(engine: SessionEngine) -> None:

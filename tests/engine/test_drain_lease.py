@@ -104,7 +104,7 @@ async def test_the_lease_is_released_when_the_drain_fails(
 ) -> None:
     db = tmp_path / "s.db"
     engine, scripted, _ = make_engine(store=SessionStore(db))
-    scripted.queue([ScriptedReply(error=ProviderOverloaded("Overloaded", status=529))])
+    scripted.queue([ScriptedReply(error=ProviderOverloaded("Overloaded", provider_status=529))])
     session = engine.create_session("build", workspace=workspace)
     with pytest.raises(ProviderOverloaded):
         await engine.run(session.id, "hello")

@@ -196,7 +196,8 @@ class AnthropicLLMClient(ProviderAdapter):
     The SDK's own retries are off; `stream()` retries as every adapter does (`max_retries`,
     `DEFAULT_MAX_RETRIES` unless told; see `ProviderAdapter`), `generate()` makes exactly one
     HTTP attempt. Every failure surfaces as a sessiongen error, never an SDK one. Pass a ready
-    `client` (which the caller keeps owning; its own `max_retries` is not used), or the
+    `client` (which the caller keeps owning; its `max_retries` is the adapter's unless one is
+    given, and the adapter applies it, the SDK's own retries off), or the
     options to build one; an `http_client` may be an `httpx2.AsyncClient` (the SDK's own) or
     an `httpx.AsyncClient`, and its base_url is used when `base_url` is not given. A built
     client is closed by `aclose()`.
@@ -214,6 +215,8 @@ class AnthropicLLMClient(ProviderAdapter):
         api_key: str | None = None,
         max_retries: int | None = None,
     ) -> None:
+        if max_retries is None and client is not None:
+            max_retries = client.max_retries  # a ready client's retry count, applied here
         super().__init__(max_retries=max_retries)
         if client is not None:
             if (http_client, base_url, api_key) != (None, None, None):

@@ -119,7 +119,8 @@ class OpenAILLMClient(ProviderAdapter):
     The SDK's own retries are off; `stream()` retries as every adapter does (`max_retries`,
     `DEFAULT_MAX_RETRIES` unless told; see `ProviderAdapter`), `generate()` makes exactly one
     HTTP attempt (SG-INV-3). Every failure surfaces as a sessiongen error. Pass a ready
-    `client` (the caller keeps owning it; its own `max_retries` is not used) or the options
+    `client` (the caller keeps owning it; its `max_retries` is the adapter's unless one is
+    given, and the adapter applies it, the SDK's own retries off) or the options
     to build one; `http_client` is an `httpx2.AsyncClient` (the SDK's own HTTP library).
     """
 
@@ -135,6 +136,8 @@ class OpenAILLMClient(ProviderAdapter):
         api_key: str | None = None,
         max_retries: int | None = None,
     ) -> None:
+        if max_retries is None and client is not None:
+            max_retries = client.max_retries  # a ready client's retry count, applied here
         super().__init__(max_retries=max_retries)
         if client is not None:
             if (http_client, base_url, api_key) != (None, None, None):

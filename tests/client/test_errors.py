@@ -93,6 +93,7 @@ def test_provider_failures_keep_the_providers_status(driver: Driver, lab: Emulat
     with pytest.raises(ProviderRateLimited) as limited:
         driver.prompt(sid, "hi")
     assert limited.value.provider_status == 429 and isinstance(limited.value, ProviderError)
+    assert limited.value.retry_after == 0.0  # the provider's, through our problem body
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,7 +1,9 @@
 """Every failure a caller can see, in one hierarchy.
 
-Each class carries the HTTP status and the problem+json `type` the server answers with, so
-the mapping from exception to wire lives here and nowhere else::
+Each class carries `problem_status`, the HTTP status of the problem+json answer the server
+gives (ours, never the provider's: a provider error keeps the provider's own status in
+`provider_status`), and the problem `type`, so the mapping from exception to wire lives here
+and nowhere else::
 
     SessiongenError
     ├── InvalidInput                      400  caller mistakes, rejected before any write
@@ -23,8 +25,8 @@ the mapping from exception to wire lives here and nowhere else::
     │   ├── InvalidToolArguments
     │   ├── PathOutsideWorkspace
     │   └── ToolExecutionFailed
-    └── ProviderError                     502  the provider call failed; carries status and
-        ├── ProviderInvalidRequest        502  request id when the provider sent them
+    └── ProviderError                     502  the provider call failed; carries its status,
+        ├── ProviderInvalidRequest        502  request id, retry-after, headers and body
         ├── ProviderAuthenticationError   502
         ├── ProviderNotFound              502
         ├── ProviderRateLimited           503
@@ -38,13 +40,14 @@ Rejected calls leave the store unchanged: validation happens before the first wr
 every durable change is one transaction.
 
 The way back, from a problem+json answer to the class, is here too: `error_class_for(type)`
-and `SessiongenError.from_problem(body)`, which `sessiongen.client` raises.
+and `SessiongenError.from_problem(body)`, which `sessiongen.client` raises. Errors are data:
+each pickles and round-trips through its problem body, its structured fields (a session id,
+an agent name, the provider's status and request id) travelling as body members, never
+parsed back out of the message.
 """
 
 from __future__ import annotations
 
-import ast
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -54,7 +57,8 @@ PROBLEM_BASE = "https://sessiongen.dev/problems/"
 class SessiongenError(Exception):
     """Base of every sessiongen error."""
 
-    http_status: ClassVar[int] = 500
+    problem_status: ClassVar[int] = 500
+    """The HTTP status of our problem+json answer for this error (not a provider's status)."""
     problem: ClassVar[str] = "internal-error"
     problem_body: dict[str, Any] | None = None
     """The problem+json body a server answered, when the error was rebuilt from one
@@ -95,7 +99,7 @@ class SessiongenError(Exception):
         return {
             "type": self.problem_type(),
             "title": type(self).__name__,
-            "status": self.http_status,
+            "status": self.problem_status,
             "detail": str(self),
         }
 
@@ -113,28 +117,28 @@ def _rebuild(
 class InvalidInput(SessiongenError):
     """The caller's input is invalid; it is rejected before anything is written."""
 
-    http_status = 400
+    problem_status = 400
     problem = "invalid-input"
 
 
 class EmptyPrompt(InvalidInput):
     """The prompt is empty."""
 
-    http_status = 422
+    problem_status = 422
     problem = "empty-prompt"
 
 
 class PromptTooLarge(InvalidInput):
     """The prompt is longer than admission accepts."""
 
-    http_status = 413
+    problem_status = 413
     problem = "prompt-too-large"
 
 
 class MalformedRequest(InvalidInput):
     """A request that does not parse or does not validate."""
 
-    http_status = 400
+    problem_status = 400
     problem = "malformed-request"
 
 
@@ -143,42 +147,45 @@ class InvalidArgument(InvalidInput, ValueError):
     a string, a workspace that is not a directory). Also a ValueError, as Python callers
     expect of a bad argument."""
 
-    http_status = 422
+    problem_status = 422
     problem = "invalid-argument"
 
 
 class RequestTooLarge(InvalidInput):
     """A request body over the server's limit, refused before it is parsed."""
 
-    http_status = 413
+    problem_status = 413
     problem = "request-too-large"
 
 
 class Unauthorized(SessiongenError):
     """The server has a bearer token and the request did not carry it."""
 
-    http_status = 401
+    problem_status = 401
     problem = "unauthorized"
 
 
 class SessionExists(InvalidInput):
     """A session with this id already exists."""
 
-    http_status = 409
+    problem_status = 409
     problem = "session-exists"
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} already exists")
         self.session_id = session_id
 
+    def problem_details(self) -> dict[str, Any]:
+        return {**super().problem_details(), "session_id": self.session_id}
+
     def _restore(self, body: Mapping[str, Any]) -> None:
-        self.session_id = _quoted_name(body)
+        self.session_id = _str_member(body, "session_id")
 
 
 class NotFound(SessiongenError):
     """A named resource does not exist."""
 
-    http_status = 404
+    problem_status = 404
     problem = "not-found"
 
 
@@ -191,8 +198,11 @@ class SessionNotFound(NotFound):
         super().__init__(f"session {session_id!r} does not exist")
         self.session_id = session_id
 
+    def problem_details(self) -> dict[str, Any]:
+        return {**super().problem_details(), "session_id": self.session_id}
+
     def _restore(self, body: Mapping[str, Any]) -> None:
-        self.session_id = _quoted_name(body)
+        self.session_id = _str_member(body, "session_id")
 
 
 class AgentNotFound(NotFound):
@@ -205,14 +215,17 @@ class AgentNotFound(NotFound):
         super().__init__(f"agent {agent!r} is not configured; known agents: {names}")
         self.agent = agent
 
+    def problem_details(self) -> dict[str, Any]:
+        return {**super().problem_details(), "agent": self.agent}
+
     def _restore(self, body: Mapping[str, Any]) -> None:
-        self.agent = _quoted_name(body)
+        self.agent = _str_member(body, "agent")
 
 
 class InstructionsInitializationBlocked(SessiongenError):
     """The session has no instructions baseline yet and an instruction source cannot be read."""
 
-    http_status = 409
+    problem_status = 409
     problem = "instructions-initialization-blocked"
 
 
@@ -221,7 +234,7 @@ class SessionBusy(SessiongenError):
     session on the same store file). Raised before anything is written: a turn refused with
     it admitted nothing. Retry once that process's turn settles."""
 
-    http_status = 409
+    problem_status = 409
     problem = "session-busy"
 
     def __init__(self, session_id: str, holder: str = "another process") -> None:
@@ -231,15 +244,18 @@ class SessionBusy(SessiongenError):
         )
         self.session_id = session_id
 
+    def problem_details(self) -> dict[str, Any]:
+        return {**super().problem_details(), "session_id": self.session_id}
+
     def _restore(self, body: Mapping[str, Any]) -> None:
-        self.session_id = _quoted_name(body)
+        self.session_id = _str_member(body, "session_id")
 
 
 class ContextOverflow(SessiongenError):
     """The context does not fit the model's window. Raised before the call when the snapshot
     is measured too large, or mapped from the provider's "prompt is too long"."""
 
-    http_status = 413
+    problem_status = 413
     problem = "context-overflow"
 
     def __init__(
@@ -248,25 +264,34 @@ class ContextOverflow(SessiongenError):
         *,
         tokens: int | None = None,
         limit: int | None = None,
-        status: int | None = None,
-        request_id: str | None = None,
+        provider_status: int | None = None,
+        provider_request_id: str | None = None,
+        provider_error_type: str | None = None,
     ) -> None:
         super().__init__(message)
         self.tokens = tokens
         self.limit = limit
-        self.status = status
-        self.request_id = request_id
+        self.provider_status = provider_status
+        self.provider_request_id = provider_request_id
+        self.provider_error_type = provider_error_type
 
     def problem_details(self) -> dict[str, Any]:
         body = super().problem_details()
-        body.update(tokens=self.tokens, limit=self.limit, request_id=self.request_id)
+        body.update(
+            tokens=self.tokens,
+            limit=self.limit,
+            provider_status=self.provider_status,
+            provider_request_id=self.provider_request_id,
+            provider_error_type=self.provider_error_type,
+        )
         return body
 
     def _restore(self, body: Mapping[str, Any]) -> None:
         self.tokens = body.get("tokens")
         self.limit = body.get("limit")
-        self.status = None  # the provider's status is not part of the problem body
-        self.request_id = body.get("request_id")
+        self.provider_status = body.get("provider_status")
+        self.provider_request_id = body.get("provider_request_id")
+        self.provider_error_type = body.get("provider_error_type")
 
 
 class ToolError(SessiongenError):
@@ -300,37 +325,55 @@ class ToolExecutionFailed(ToolError):
 
 
 class ProviderError(SessiongenError):
-    """The provider call failed. `status` and `request_id` are the provider's, when sent."""
+    """The provider call failed. Everything the provider said about it is kept, when it said
+    it: `provider_status` (its HTTP status), `provider_request_id`, `provider_error_type` (its
+    error code), `retry_after` (seconds, from its `retry-after-ms` / `retry-after` header),
+    `headers` (its response headers, names lower-cased) and `body` (its response body: the
+    parsed JSON when it is JSON, else the text). `problem_status` is our answer's status.
 
-    http_status = 502
+    The problem body carries the status, request id, error type and retry-after; the headers
+    and body stay on the Python object (they can hold anything the provider sent)."""
+
+    problem_status = 502
     problem = "provider-error"
 
     def __init__(
         self,
         message: str,
         *,
-        status: int | None = None,
-        request_id: str | None = None,
-        error_type: str | None = None,
+        provider_status: int | None = None,
+        provider_request_id: str | None = None,
+        provider_error_type: str | None = None,
+        retry_after: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
     ) -> None:
         super().__init__(message)
-        self.status = status
-        self.request_id = request_id
-        self.error_type = error_type
+        self.provider_status = provider_status
+        self.provider_request_id = provider_request_id
+        self.provider_error_type = provider_error_type
+        self.retry_after = retry_after
+        self.headers: dict[str, str] = {k.lower(): v for k, v in (headers or {}).items()}
+        self.body = body
 
     def problem_details(self) -> dict[str, Any]:
         body = super().problem_details()
         body.update(
-            provider_status=self.status,
-            provider_request_id=self.request_id,
-            provider_error_type=self.error_type,
+            provider_status=self.provider_status,
+            provider_request_id=self.provider_request_id,
+            provider_error_type=self.provider_error_type,
+            retry_after=self.retry_after,
         )
         return body
 
     def _restore(self, body: Mapping[str, Any]) -> None:
-        self.status = body.get("provider_status")
-        self.request_id = body.get("provider_request_id")
-        self.error_type = body.get("provider_error_type")
+        self.provider_status = body.get("provider_status")
+        self.provider_request_id = body.get("provider_request_id")
+        self.provider_error_type = body.get("provider_error_type")
+        retry_after = body.get("retry_after")
+        self.retry_after = float(retry_after) if isinstance(retry_after, int | float) else None
+        self.headers = {}
+        self.body = None
 
 
 class ProviderInvalidRequest(ProviderError):
@@ -354,14 +397,14 @@ class ProviderNotFound(ProviderError):
 class ProviderRateLimited(ProviderError):
     """The provider rate-limited the call (429)."""
 
-    http_status = 503
+    problem_status = 503
     problem = "provider-rate-limited"
 
 
 class ProviderOverloaded(ProviderError):
     """The provider is overloaded (529)."""
 
-    http_status = 503
+    problem_status = 503
     problem = "provider-overloaded"
 
 
@@ -374,7 +417,7 @@ class ProviderServerError(ProviderError):
 class ProviderTimeout(ProviderError):
     """The provider call timed out: the client's own timeout, or 408 / 504."""
 
-    http_status = 504
+    problem_status = 504
     problem = "provider-timeout"
 
 
@@ -391,11 +434,27 @@ class ProviderStreamInterrupted(ProviderError):
 
 
 def provider_error_for_status(
-    status: int, message: str, *, request_id: str | None = None, error_type: str | None = None
+    status: int,
+    message: str,
+    *,
+    request_id: str | None = None,
+    error_type: str | None = None,
+    retry_after: float | None = None,
+    headers: Mapping[str, str] | None = None,
+    body: Any = None,
+    context_overflow: bool = False,
 ) -> ProviderError | ContextOverflow:
-    """The one mapping from a provider HTTP status (and message) to a typed error."""
-    if status == 400 and "prompt is too long" in message:
-        return ContextOverflow(message, status=status, request_id=request_id)
+    """The one mapping from a provider HTTP status (and message) to a typed error, carrying
+    what the provider sent with it. A 400 is a `ContextOverflow` when its message says
+    "prompt is too long" (Anthropic's words) or the caller knows it is one
+    (`context_overflow`: an error code, another provider's wording)."""
+    if status == 400 and (context_overflow or "prompt is too long" in message):
+        return ContextOverflow(
+            message,
+            provider_status=status,
+            provider_request_id=request_id,
+            provider_error_type=error_type,
+        )
     cls: type[ProviderError]
     if status == 400 or status == 422 or status == 413:
         cls = ProviderInvalidRequest
@@ -411,7 +470,15 @@ def provider_error_for_status(
         cls = ProviderTimeout
     else:
         cls = ProviderServerError
-    return cls(message, status=status, request_id=request_id, error_type=error_type)
+    return cls(
+        message,
+        provider_status=status,
+        provider_request_id=request_id,
+        provider_error_type=error_type,
+        retry_after=retry_after,
+        headers=headers,
+        body=body,
+    )
 
 
 def _error_classes() -> list[type[SessiongenError]]:
@@ -431,24 +498,15 @@ def error_class_for(problem_type: str, status: int | None = None) -> type[Sessio
     for cls in classes:  # parents first: a subclass that keeps its parent's slug is not it
         if cls.problem_type() == problem_type:
             return cls
-    same = [cls for cls in classes if status is not None and cls.http_status == status]
+    same = [cls for cls in classes if status is not None and cls.problem_status == status]
     for base in same[0].__mro__ if same else ():
         if issubclass(base, SessiongenError) and all(issubclass(c, base) for c in same):
             return base
     return SessiongenError
 
 
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
-
-
-def _quoted_name(body: Mapping[str, Any]) -> str:
-    """The name a not-found or exists error quotes first in its detail (written with `!r`),
-    or "" when the detail has none."""
-    match = _QUOTED.search(str(body.get("detail", "")))
-    if match is None:
-        return ""
-    try:
-        name = ast.literal_eval(match.group())
-    except (SyntaxError, ValueError):
-        return ""
-    return name if isinstance(name, str) else ""
+def _str_member(body: Mapping[str, Any], name: str) -> str:
+    """The string member `name` of a problem body, or "" when it is missing (an older server's
+    body) or not a string."""
+    value = body.get(name)
+    return value if isinstance(value, str) else ""

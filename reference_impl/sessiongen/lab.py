@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import httpx2
 
 from ._choices import PROVIDERS as PROVIDERS
@@ -29,7 +28,9 @@ from ._request import RequestHook
 from ._store import SessionStore
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
-from .llm.anthropic import AnthropicLLMClient
+from .emulator.client import EMULATOR_BASE_URL, asgi_http, inprocess_llm
+from .emulator.client import PROVIDERS as PROVIDERS  # the providers a lab can drive
+from .emulator.client import Provider as Provider
 from .llm.anthropic_wire import usage_from_anthropic
 from .llm.bedrock_wire import usage_from_bedrock
 from .llm.client import LLMClient
@@ -40,7 +41,8 @@ from .model import Agent, ModelRef
 from .sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
 from .tools import ToolRegistry
 
-BASE_URL = "http://emulator.lab"
+BASE_URL = EMULATOR_BASE_URL
+"""The emulator's base URL in a lab (the one every in-process client uses)."""
 
 
 PROVIDER_MODELS: dict[Provider, str] = {
@@ -191,50 +193,6 @@ def _repoint(agents: Iterable[Agent], provider: Provider) -> list[Agent]:
     ]
 
 
-async def _provider_llm(
-    provider: Provider, state: EmulatorState, cleanup: AsyncExitStack, max_retries: int
-) -> LLMClient:
-    """That provider's LLMClient on `state`: in-process over an ASGI transport, except
-    Bedrock (boto3 is synchronous), which talks to a loopback server over the same state."""
-    app = create_app(state)
-    if provider == "anthropic":
-        transport = httpx2.ASGITransport(app=app)
-        return await cleanup.enter_async_context(
-            AnthropicLLMClient(
-                api_key="lab",
-                http_client=httpx2.AsyncClient(transport=transport, base_url=BASE_URL),
-                max_retries=max_retries,
-            )
-        )
-    if provider == "openai":
-        from .llm.openai import OpenAILLMClient
-
-        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE_URL)
-        return await cleanup.enter_async_context(
-            OpenAILLMClient(
-                http_client=http, base_url=f"{BASE_URL}/v1", api_key="lab", max_retries=max_retries
-            )
-        )
-    if provider == "gemini":
-        from .llm.gemini import GeminiLLMClient
-
-        http1 = await cleanup.enter_async_context(
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL)
-        )
-        return await cleanup.enter_async_context(
-            GeminiLLMClient(api_key="lab", base_url=BASE_URL, http_client=http1)
-        )
-    from .emulator import BackgroundServer
-    from .llm.bedrock import BedrockLLMClient
-
-    server = cleanup.enter_context(BackgroundServer(state))
-    bedrock = BedrockLLMClient(
-        endpoint_url=server.url, aws_access_key_id="lab", aws_secret_access_key="lab"
-    )
-    cleanup.callback(bedrock.client.close)
-    return bedrock
-
-
 @asynccontextmanager
 async def emulator_lab(
     workspace: str | Path | None = None,
@@ -256,8 +214,8 @@ async def emulator_lab(
     `provider` picks the API and official SDK the engine talks through (`PROVIDERS`), all
     on the same emulator state: agents on the sample agent's model move to that provider's
     model in `PROVIDER_MODELS`. Bedrock's boto3 client is synchronous, so it reaches the
-    emulator over a loopback `BackgroundServer`, stopped on exit; `max_retries` applies to
-    the Anthropic and OpenAI SDKs (Bedrock and Gemini are built with retries off).
+    emulator over a loopback `BackgroundServer`, stopped on exit (`inprocess_llm` builds
+    each). `max_retries` is the adapter's, for every provider (`ProviderAdapter`).
     """
     if provider not in PROVIDERS:
         raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
@@ -269,12 +227,13 @@ async def emulator_lab(
             root = _claim_workspace(Path(workspace))
         write_workspace(root)
         state = EmulatorState()
-        transport = httpx2.ASGITransport(app=create_app(state))
         async with (
-            httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as admin,
+            asgi_http(create_app(state)) as admin,
             AsyncExitStack() as clients,
         ):
-            llm = await _provider_llm(provider, state, clients, max_retries)
+            llm = await clients.enter_async_context(
+                inprocess_llm(provider, state, max_retries=max_retries, api_key="lab")
+            )
             store = SessionStore(database)
             try:
                 engine = SessionEngine(store, llm, _repoint(agents, provider))

@@ -87,12 +87,13 @@ def test_provider_failures_keep_the_providers_status(driver: Driver, lab: Emulat
     with pytest.raises(ProviderOverloaded) as overloaded:
         driver.generate(sid, "hi")
     body = _problem(overloaded, 503)
-    assert overloaded.value.status == body["provider_status"] == 529
-    assert overloaded.value.request_id == body["provider_request_id"]
+    assert overloaded.value.provider_status == body["provider_status"] == 529
+    assert overloaded.value.provider_request_id == body["provider_request_id"]
     lab.fault(status=429, headers={"retry-after": "0"})
     with pytest.raises(ProviderRateLimited) as limited:
         driver.prompt(sid, "hi")
-    assert limited.value.status == 429 and isinstance(limited.value, ProviderError)
+    assert limited.value.provider_status == 429 and isinstance(limited.value, ProviderError)
+    assert limited.value.retry_after == 0.0  # the provider's, through our problem body
 
 
 @pytest.mark.parametrize("kind", KINDS)

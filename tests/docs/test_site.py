@@ -442,11 +442,11 @@ def test_errors_page_lists_every_problem_type() -> None:
     problems = []
     for name, cls in classes.items():
         row = rows.get(name)
-        expected = [f"`{name}`", str(cls.http_status), f"`{cls.problem_type()}`"]
+        expected = [f"`{name}`", str(cls.problem_status), f"`{cls.problem_type()}`"]
         if row != expected:
             problems.append(f"{name}: expected row {expected}, found {row}")
-        if not re.search(rf"(?:^|[─ ]){name}\s+{cls.http_status}\b", text, re.M):
-            problems.append(f"{name}: missing from the exception tree (with {cls.http_status})")
+        if not re.search(rf"(?:^|[─ ]){name}\s+{cls.problem_status}\b", text, re.M):
+            problems.append(f"{name}: missing from the exception tree (with {cls.problem_status})")
     stale = sorted(n for n in rows if n not in classes and n != "class")
     assert not problems, "docs/errors.md is out of date:\n" + "\n".join(problems)
     assert not stale, f"docs/errors.md lists classes that no longer exist: {stale}"

@@ -112,7 +112,13 @@ async def test_provider_failure_marks_step_interrupted(
 ) -> None:
     engine, scripted, _ = make_engine()
     scripted.queue(
-        [ScriptedReply(error=ProviderOverloaded("Overloaded", status=529, request_id="req_1"))]
+        [
+            ScriptedReply(
+                error=ProviderOverloaded(
+                    "Overloaded", provider_status=529, provider_request_id="req_1"
+                )
+            )
+        ]
     )
     session = engine.create_session("build", workspace=workspace)
     with pytest.raises(ProviderOverloaded):

@@ -104,7 +104,7 @@ async def test_the_lease_is_released_when_the_drain_fails(
 ) -> None:
     db = tmp_path / "s.db"
     engine, scripted, _ = make_engine(store=SessionStore(db))
-    scripted.queue([ScriptedReply(error=ProviderOverloaded("Overloaded", status=529))])
+    scripted.queue([ScriptedReply(error=ProviderOverloaded("Overloaded", provider_status=529))])
     session = engine.create_session("build", workspace=workspace)
     with pytest.raises(ProviderOverloaded):
         await engine.run(session.id, "hello")
@@ -150,7 +150,7 @@ async def test_a_live_lease_refuses_the_drain_and_the_turn_with_nothing_written(
     before = engine.store.dump()
     with pytest.raises(SessionBusy) as busy:
         await engine.run(session.id, "hello")
-    assert busy.value.session_id == session.id and busy.value.http_status == 409
+    assert busy.value.session_id == session.id and busy.value.problem_status == 409
     with pytest.raises(SessionBusy):
         await engine.drain(session.id)
     assert engine.store.dump() == before  # nothing admitted, the open Step left alone

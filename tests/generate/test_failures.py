@@ -72,7 +72,9 @@ async def test_context_overflow_mapped_from_the_provider(emulated: EmulatorLab) 
         await engine.generate(session.id, "hi")
     logged = emulated.requests()
     assert len(logged) == 1 and logged[0]["status"] == 400
-    assert raised.value.status == 400 and raised.value.request_id == logged[0]["id"]
+    assert (
+        raised.value.provider_status == 400 and raised.value.provider_request_id == logged[0]["id"]
+    )
     assert "prompt is too long" in str(raised.value)
     assert engine.store.dump() == before
 

@@ -135,7 +135,10 @@ async def test_law4_single_attempt_under_faults(
         await engine.generate(sid, PROMPT)
     logged = emulated.requests()
     assert len(logged) == before_log + 1 and logged[-1]["status"] == status
-    assert raised.value.status == status and raised.value.request_id == logged[-1]["id"]
+    assert (
+        raised.value.provider_status == status
+        and raised.value.provider_request_id == logged[-1]["id"]
+    )
     assert engine.store.dump() == before
 
 

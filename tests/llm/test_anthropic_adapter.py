@@ -436,7 +436,7 @@ async def test_invalid_tool_input_json_is_a_provider_error() -> None:
     async with mocked(garbled_tool_reply) as (llm, _):
         with pytest.raises(ProviderError, match="invalid JSON input for tool 'grep'") as info:
             await llm.generate(req(tools=(GREP_TOOL,)))
-    assert info.value.request_id == "req_stream_1"
+    assert info.value.provider_request_id == "req_stream_1"
 
 
 async def test_request_headers_and_body_go_on_the_wire() -> None:
@@ -501,9 +501,9 @@ async def test_status_errors_are_typed_with_status_and_request_id(
         with pytest.raises(error) as info:
             await events_of(llm, req())
     assert type(info.value) is error
-    assert info.value.status == status
-    assert info.value.request_id == f"req_{status}"
-    assert info.value.error_type == error_type
+    assert info.value.provider_status == status
+    assert info.value.provider_request_id == f"req_{status}"
+    assert info.value.provider_error_type == error_type
     assert isinstance(info.value.__cause__, anthropic.APIStatusError)
 
 
@@ -519,8 +519,8 @@ async def test_prompt_too_long_is_context_overflow(flavor: Flavor) -> None:
     async with mocked(prompt_too_long, flavor) as (llm, _):
         with pytest.raises(ContextOverflow) as info:
             await llm.generate(req())
-    assert info.value.status == 400
-    assert info.value.request_id == "req_400"
+    assert info.value.provider_status == 400
+    assert info.value.provider_request_id == "req_400"
     assert "prompt is too long" in str(info.value)
 
 
@@ -528,7 +528,7 @@ async def test_non_json_error_body_is_a_server_error() -> None:
     async with mocked(html_bad_gateway) as (llm, _):
         with pytest.raises(ProviderServerError) as info:
             await llm.generate(req())
-    assert info.value.status == 502
+    assert info.value.provider_status == 502
     assert "Bad Gateway" in str(info.value)
 
 
@@ -558,22 +558,22 @@ async def test_stream_broken_midway_is_interrupted(flavor: Flavor, handler: Hand
             async for event in llm.stream(req()):
                 events.append(event)
     assert TextDelta(text="Hel") in events
-    assert info.value.request_id == "req_stream_1"
+    assert info.value.provider_request_id == "req_stream_1"
 
 
 async def test_stream_ending_without_message_stop_is_interrupted() -> None:
     async with mocked(ends_without_message_stop) as (llm, _):
         with pytest.raises(ProviderStreamInterrupted, match="message_stop") as info:
             await llm.generate(req())
-    assert info.value.request_id == "req_stream_1"
+    assert info.value.provider_request_id == "req_stream_1"
 
 
 async def test_error_event_mid_stream_maps_by_error_type() -> None:
     async with mocked(overloaded_mid_stream) as (llm, _):
         with pytest.raises(ProviderOverloaded) as info:
             await events_of(llm, req())
-    assert (info.value.status, info.value.error_type) == (529, "overloaded_error")
-    assert info.value.request_id == "req_stream_1"
+    assert (info.value.provider_status, info.value.provider_error_type) == (529, "overloaded_error")
+    assert info.value.provider_request_id == "req_stream_1"
 
 
 @pytest.mark.parametrize(("status", "error_type"), sorted(ERROR_TYPES.items()))
@@ -585,7 +585,7 @@ async def test_every_documented_error_type_mid_stream_maps_as_its_status(
             await llm.generate(req())
     expected = provider_error_for_status(status, "Stream error", error_type=error_type)
     assert type(info.value) is type(expected)
-    assert (info.value.status, info.value.error_type) == (status, error_type)
+    assert (info.value.provider_status, info.value.provider_error_type) == (status, error_type)
 
 
 def test_the_emulator_answers_from_the_adapters_error_table() -> None:
@@ -597,7 +597,7 @@ async def test_error_event_of_unknown_type_is_interrupted() -> None:
     async with mocked(unknown_error_mid_stream) as (llm, _):
         with pytest.raises(ProviderStreamInterrupted) as info:
             await llm.generate(req())
-    assert info.value.error_type == "mystery_error"
+    assert info.value.provider_error_type == "mystery_error"
 
 
 async def test_missing_credentials_is_an_authentication_error_at_call(
@@ -768,8 +768,8 @@ async def test_emulator_faults_are_typed_and_generate_attempts_once(
         # The fault is spent, so the next call succeeds.
         assert (await llm.generate(emu_req())).finish_reason == "end_turn"
     assert type(info.value) is error
-    assert info.value.status == status
-    assert info.value.request_id == recorded[0]["id"]
+    assert info.value.provider_status == status
+    assert info.value.provider_request_id == recorded[0]["id"]
     assert len(recorded) == 1
 
 
@@ -788,8 +788,8 @@ async def test_emulator_prompt_too_long_is_context_overflow() -> None:
     async with emulated() as (llm, _):
         with pytest.raises(ContextOverflow) as info:
             await llm.generate(emu_req(messages=(huge,)))
-    assert info.value.status == 400
-    assert info.value.request_id
+    assert info.value.provider_status == 400
+    assert info.value.provider_request_id
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
@@ -799,7 +799,7 @@ async def test_emulator_cut_stream_is_interrupted(flavor: Flavor) -> None:
         await admin("POST", "/_emulator/faults", {"status": 200, "cut_after_events": 4})
         with pytest.raises(ProviderStreamInterrupted) as info:
             await events_of(llm, emu_req())
-    assert info.value.request_id
+    assert info.value.provider_request_id
 
 
 async def test_emulator_error_event_mid_stream_is_overloaded() -> None:
@@ -808,8 +808,8 @@ async def test_emulator_error_event_mid_stream_is_overloaded() -> None:
         await admin("POST", "/_emulator/faults", fault)
         with pytest.raises(ProviderOverloaded) as info:
             await llm.generate(emu_req())
-    assert (info.value.status, info.value.error_type) == (529, "overloaded_error")
-    assert info.value.request_id
+    assert (info.value.provider_status, info.value.provider_error_type) == (529, "overloaded_error")
+    assert info.value.provider_request_id
 
 
 async def test_recording_client_keeps_the_adapters_unstreamed_prewarm() -> None:
@@ -843,7 +843,7 @@ async def test_real_socket_via_env_and_aborted_chunked_stream_is_interrupted(
             with pytest.raises(ProviderStreamInterrupted) as info:
                 await events_of(llm, emu_req())
     assert isinstance(info.value.__cause__, httpx2.RemoteProtocolError)
-    assert info.value.request_id
+    assert info.value.provider_request_id
 
 
 async def test_real_socket_connection_refused_is_a_connection_error() -> None:

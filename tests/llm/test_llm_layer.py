@@ -145,7 +145,7 @@ async def test_scripted_finish_reason_override() -> None:
 
 
 async def test_scripted_error_reply_raises_and_still_records() -> None:
-    error = ProviderOverloaded("Overloaded", status=529, request_id="req_1")
+    error = ProviderOverloaded("Overloaded", provider_status=529, provider_request_id="req_1")
     client = ScriptedLLMClient([ScriptedReply(error=error), ScriptedReply(text="recovered")])
     with pytest.raises(ProviderOverloaded) as info:
         await client.generate(request())
@@ -187,7 +187,7 @@ async def test_recording_records_each_request_once_and_marks_how() -> None:
 
 
 async def test_recording_records_failed_calls_too() -> None:
-    error = ProviderOverloaded("Overloaded", status=529)
+    error = ProviderOverloaded("Overloaded", provider_status=529)
     recording = RecordingLLMClient(ScriptedLLMClient([ScriptedReply(error=error)]))
     with pytest.raises(ProviderOverloaded):
         await recording.generate(request())

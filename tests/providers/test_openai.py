@@ -226,7 +226,7 @@ async def test_a_fault_is_one_request_and_a_typed_error(
     state.add_fault(FaultSpec(status=429))
     with pytest.raises(ProviderRateLimited) as caught:
         await OpenAILLMClient(client).generate(_request())
-    assert caught.value.request_id == "req_000001"
+    assert caught.value.provider_request_id == "req_000001"
     assert [(e["status"], e["provider"]) for e in state.requests()] == [(429, "openai")]
 
 

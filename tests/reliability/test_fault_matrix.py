@@ -10,10 +10,11 @@ Paths:
 - `drain`: a durable turn (`engine.run`) with SDK retries off: the typed error, the Step
   marked interrupted keeping what arrived, a contiguous revision, no message duplicated or
   lost, and the next turn works.
-- `drain-retrying`: the same with SDK retries on (max_retries=2): where the SDK retries
-  (a status it retries, a connection that fails before the response, its own timeout) the
+- `drain-retrying`: the same with retries on (the SDK client's max_retries=2, which the
+  adapter applies by its one retry rule, the SDK's own retries off): where it retries (a
+  transient status, a connection that fails before the response, the client's timeout) the
   turn recovers with one more logged request and no duplicate; where the body had begun
-  (stream cut, malformed SSE, a 200 whose body is no event stream) the SDK cannot retry and
+  (stream cut, malformed SSE, a 200 whose body is no event stream) nothing is retried and
   the Step is marked interrupted.
 
 The slow response needs a real socket (the in-process ASGI transport enforces no timeout),
@@ -180,8 +181,8 @@ def _assert_contiguous(engine: SessionEngine) -> None:
 def _assert_typed(error: BaseException, fault: Fault, logged: dict[str, Any]) -> None:
     assert isinstance(error, fault.error), (type(error), fault.error)
     if fault.status is not None:
-        assert error.status == fault.status
-        assert error.request_id == logged["id"]
+        assert error.provider_status == fault.status
+        assert error.provider_request_id == logged["id"]
 
 
 async def _first_turn(engine: SessionEngine) -> None:

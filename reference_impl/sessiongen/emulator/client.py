@@ -1,16 +1,34 @@
-"""Official-SDK clients wired to an in-process emulator app, sync and async, with no socket."""
+"""Clients wired to an in-process emulator, with no socket: the one place they are built.
+
+- `inprocess_llm(provider, state)`: a provider adapter (the engine's `LLMClient`) for any of
+  the four providers over the emulator, through its official SDK. The lab and the embedded
+  server of `sessiongen serve` build theirs here.
+- `async_client(app)` / `sync_client(app)`: a bare `anthropic` SDK client over the app.
+
+All of them address the emulator as `EMULATOR_BASE_URL`.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
 
 import anthropic
 import httpx2
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from starlette.types import ASGIApp
 
-DEFAULT_BASE_URL = "http://emulator"
+if TYPE_CHECKING:
+    from ..llm._adapter import ProviderAdapter
+    from .state import EmulatorState
+
+EMULATOR_BASE_URL = "http://emulator"
+"""The base URL every in-process client gives the emulator (no socket: any host would do)."""
+DEFAULT_BASE_URL = EMULATOR_BASE_URL
+
+Provider = Literal["anthropic", "bedrock", "openai", "gemini"]
+PROVIDERS: tuple[Provider, ...] = ("anthropic", "bedrock", "openai", "gemini")
 
 
 class SyncASGITransport(httpx2.BaseTransport):
@@ -45,18 +63,91 @@ class SyncASGITransport(httpx2.BaseTransport):
         self._stack.close()
 
 
+def asgi_http(app: ASGIApp, base_url: str = EMULATOR_BASE_URL) -> httpx2.AsyncClient:
+    """An `httpx2.AsyncClient` that sends to `app` in-process (the SDKs' own HTTP library)."""
+    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=base_url)
+
+
+@contextlib.asynccontextmanager
+async def inprocess_llm(
+    provider: Provider,
+    state: EmulatorState,
+    *,
+    max_retries: int = 0,
+    api_key: str = "emulator",
+    app: ASGIApp | None = None,
+) -> AsyncIterator[ProviderAdapter]:
+    """`provider`'s adapter on the emulator over `state`, through its official SDK, closed on
+    exit. In-process over an ASGI transport (`app`, by default `create_app(state)`), except
+    Bedrock: boto3 is synchronous, so it talks to a loopback `BackgroundServer` over the same
+    state, stopped on exit. `max_retries` is the adapter's (`ProviderAdapter`), 0 by default
+    so each call is one logged request."""
+    from .app import create_app
+
+    if provider not in PROVIDERS:
+        raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    app = app if app is not None else create_app(state)
+    async with contextlib.AsyncExitStack() as stack:
+        adapter: ProviderAdapter
+        if provider == "anthropic":
+            from ..llm.anthropic import AnthropicLLMClient
+
+            adapter = AnthropicLLMClient(
+                api_key=api_key, http_client=asgi_http(app), max_retries=max_retries
+            )
+        elif provider == "openai":
+            from ..llm.openai import OpenAILLMClient
+
+            adapter = OpenAILLMClient(
+                api_key=api_key,
+                base_url=f"{EMULATOR_BASE_URL}/v1",
+                http_client=asgi_http(app),
+                max_retries=max_retries,
+            )
+        elif provider == "gemini":
+            import httpx
+
+            from ..llm.gemini import GeminiLLMClient
+
+            # google-genai sends through httpx (not httpx2); the adapter does not close it.
+            http = await stack.enter_async_context(
+                httpx.AsyncClient(
+                    transport=httpx.ASGITransport(app=app), base_url=EMULATOR_BASE_URL
+                )
+            )
+            adapter = GeminiLLMClient(
+                api_key=api_key,
+                base_url=EMULATOR_BASE_URL,
+                http_client=http,
+                max_retries=max_retries,
+            )
+        else:
+            from ..llm.bedrock import BedrockLLMClient
+            from .server import BackgroundServer
+
+            server = stack.enter_context(BackgroundServer(state))
+            adapter = BedrockLLMClient(
+                endpoint_url=server.url,
+                aws_access_key_id=api_key,
+                aws_secret_access_key=api_key,
+                max_retries=max_retries,
+            )
+        async with adapter:
+            yield adapter
+
+
 def async_client(
-    app: ASGIApp, *, base_url: str = DEFAULT_BASE_URL, max_retries: int = 0, **kwargs: Any
+    app: ASGIApp, *, base_url: str = EMULATOR_BASE_URL, max_retries: int = 0, **kwargs: Any
 ) -> anthropic.AsyncAnthropic:
     """`anthropic.AsyncAnthropic` over `httpx2.ASGITransport(app)`. Close it (`async with`)."""
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=base_url)
+    http = asgi_http(app, base_url)
     return anthropic.AsyncAnthropic(
         api_key="emulator", base_url=base_url, http_client=http, max_retries=max_retries, **kwargs
     )
 
 
 def sync_client(
-    app: ASGIApp, *, base_url: str = DEFAULT_BASE_URL, max_retries: int = 0, **kwargs: Any
+    app: ASGIApp, *, base_url: str = EMULATOR_BASE_URL, max_retries: int = 0, **kwargs: Any
 ) -> anthropic.Anthropic:
     """`anthropic.Anthropic` over `SyncASGITransport(app)`, usable inside a Jupyter kernel.
     Close it (`with`) to stop the helper thread."""

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import aclosing, contextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator
 from typing import Any, Self
 
 import httpx
 import httpx2
 from anthropic import (
-    DEFAULT_MAX_RETRIES,
     AnthropicError,
     APIConnectionError,
     APIStatusError,
@@ -21,19 +18,10 @@ from anthropic import (
 )
 from anthropic.types import RawMessageStreamEvent
 
-from .._resource import AsyncResource
-from ..errors import (
-    ContextOverflow,
-    ProviderAuthenticationError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderStreamInterrupted,
-    ProviderTimeout,
-    provider_error_for_status,
-)
+from ..errors import ProviderError, ProviderStreamInterrupted
+from ._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer
 from ._httpx_bridge import as_httpx2, base_url_of
 from .anthropic_wire import ERROR_TYPES, lower_request, usage_from_anthropic
-from .client import collect
 from .types import (
     FinishEvent,
     FinishReason,
@@ -50,70 +38,46 @@ from .types import (
 
 __all__ = ["AnthropicLLMClient", "lower_request"]
 
-# --- the one error mapping -----------------------------------------------------------------
+# --- reading the SDK's errors ------------------------------------------------------------
 
 # The HTTP status of each error type, for an `error` event inside a 200 stream, which the SDK
 # raises as a status error carrying the stream's 200.
 _ERROR_TYPE_STATUS = {error_type: status for status, error_type in ERROR_TYPES.items()}
 
-
-@dataclass
-class _Call:
-    """What is known about the call in flight, for errors raised after the response began."""
-
-    request_id: str | None = None
-
-
-@contextmanager
-def _provider_errors(call: _Call) -> Iterator[None]:
-    """Translate every SDK and transport failure inside the block into a sessiongen error."""
-    try:
-        yield
-    except APIStatusError as err:
-        raise _status_error(err, call) from err
-    except APITimeoutError as err:
-        raise ProviderTimeout("the provider call timed out", request_id=call.request_id) from err
-    except APIConnectionError as err:
-        cause = err.__cause__
-        detail = f"{type(cause).__name__}: {cause}" if cause is not None else err.message
-        raise ProviderConnectionError(
-            f"could not reach the provider: {detail}", request_id=call.request_id
-        ) from err
-    except (httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError) as err:
-        # The SDK wraps transport failures only while sending; once the body streams, they
-        # surface raw, and the stream is lost whatever the cause (timeouts included).
-        raise ProviderStreamInterrupted(
-            f"the provider stream broke: {type(err).__name__}: {err}", request_id=call.request_id
-        ) from err
-    except CredentialsError as err:
-        # Raised when building a client whose credentials come from an unusable profile.
-        raise ProviderAuthenticationError(f"{_NO_CREDENTIALS}: {err}") from err
-    except AnthropicError as err:
-        raise ProviderError(str(err), request_id=call.request_id) from err
-    except TypeError as err:
-        # With no credentials at all, the SDK raises a bare TypeError when it sends.
-        if "authentication method" not in str(err):
-            raise
-        raise ProviderAuthenticationError(f"{_NO_CREDENTIALS}: {err}") from err
-
-
 _NO_CREDENTIALS = "no usable Anthropic credentials (set ANTHROPIC_API_KEY or pass api_key)"
 
 
-def _status_error(err: APIStatusError, call: _Call) -> ProviderError | ContextOverflow:
-    message = err.api_message or err.message
-    request_id = err.request_id or _body_request_id(err.body) or call.request_id
-    status = err.status_code
-    if status < 400:
-        mapped = _ERROR_TYPE_STATUS.get(err.type or "")
-        if mapped is None:
-            return ProviderStreamInterrupted(
-                f"the provider stream reported an error: {message}",
-                request_id=request_id,
-                error_type=err.type,
-            )
-        status = mapped
-    return provider_error_for_status(status, message, request_id=request_id, error_type=err.type)
+def _read_failure(err: Exception) -> ProviderAnswer | tuple[FailureKind, str] | None:
+    if isinstance(err, APIStatusError):
+        status = err.status_code
+        if status < 400:
+            status = _ERROR_TYPE_STATUS.get(err.type or "", status)
+        return ProviderAnswer(
+            status=status,
+            message=err.api_message or err.message,
+            headers=dict(err.response.headers),
+            body=err.body,
+            request_id=err.request_id or _body_request_id(err.body),
+            error_type=err.type,
+        )
+    if isinstance(err, APITimeoutError):
+        return "timeout", err.message
+    if isinstance(err, APIConnectionError):
+        cause = err.__cause__
+        return "connection", f"{type(cause).__name__}: {cause}" if cause else err.message
+    if isinstance(err, httpx2.HTTPError | httpx2.StreamError | json.JSONDecodeError):
+        # The SDK wraps transport failures only while sending; once the body streams, they
+        # surface raw, and the stream is lost whatever the cause (timeouts included).
+        return "stream", f"{type(err).__name__}: {err}"
+    if isinstance(err, CredentialsError):
+        # Raised when building a client whose credentials come from an unusable profile.
+        return "credentials", f"{_NO_CREDENTIALS}: {err}"
+    if isinstance(err, AnthropicError):
+        return "other", str(err)
+    if isinstance(err, TypeError) and "authentication method" in str(err):
+        # With no credentials at all, the SDK raises a bare TypeError when it sends.
+        return "credentials", f"{_NO_CREDENTIALS}: {err}"
+    return None
 
 
 def _body_request_id(body: object) -> str | None:
@@ -226,15 +190,21 @@ class _StreamDecoder:
 # --- the client ----------------------------------------------------------------------------
 
 
-class AnthropicLLMClient(AsyncResource):
+class AnthropicLLMClient(ProviderAdapter):
     """LLMClient over Anthropic Messages, through `anthropic.AsyncAnthropic`.
 
-    `stream()` retries as the SDK client is configured to (`max_retries`); `generate()` makes
-    exactly one HTTP attempt. Every failure surfaces as a sessiongen error, never an SDK one.
-    Pass a ready `client` (which the caller keeps owning), or the options to build one; an
-    `http_client` may be an `httpx2.AsyncClient` (the SDK's own) or an `httpx.AsyncClient`, and
-    its base_url is used when `base_url` is not given. A built client is closed by `aclose()`.
+    The SDK's own retries are off; `stream()` retries as every adapter does (`max_retries`,
+    `DEFAULT_MAX_RETRIES` unless told; see `ProviderAdapter`), `generate()` makes exactly one
+    HTTP attempt. Every failure surfaces as a sessiongen error, never an SDK one. Pass a ready
+    `client` (which the caller keeps owning; its `max_retries` is the adapter's unless one is
+    given, and the adapter applies it, the SDK's own retries off), or the
+    options to build one; an `http_client` may be an `httpx2.AsyncClient` (the SDK's own) or
+    an `httpx.AsyncClient`, and its base_url is used when `base_url` is not given. A built
+    client is closed by `aclose()`.
     """
+
+    provider = "Anthropic"
+    request_id_headers = ("request-id",)
 
     def __init__(
         self,
@@ -245,19 +215,22 @@ class AnthropicLLMClient(AsyncResource):
         api_key: str | None = None,
         max_retries: int | None = None,
     ) -> None:
+        if max_retries is None and client is not None:
+            max_retries = client.max_retries  # a ready client's retry count, applied here
+        super().__init__(max_retries=max_retries)
         if client is not None:
-            if (http_client, base_url, api_key, max_retries) != (None, None, None, None):
+            if (http_client, base_url, api_key) != (None, None, None):
                 raise ValueError("pass a ready AsyncAnthropic client or options to build one")
             self._client = client
             self._owns_client = False
         else:
             # None falls through to the SDK's ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL lookup.
-            with _provider_errors(_Call()):
+            with self._provider_errors():
                 self._client = AsyncAnthropic(
                     api_key=api_key,
                     base_url=base_url or base_url_of(http_client),
                     http_client=as_httpx2(http_client),
-                    max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+                    max_retries=0,
                 )
             self._owns_client = True
         self._single_attempt = self._client.with_options(max_retries=0)
@@ -271,27 +244,19 @@ class AnthropicLLMClient(AsyncResource):
     def client(self) -> AsyncAnthropic:
         return self._client
 
-    @property
-    def max_retries(self) -> int:
-        """How many times `stream()` retries a failed attempt (from the SDK client)."""
-        return self._client.max_retries
-
-    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        return self._events(self._client, request)
+    def _read_failure(self, err: Exception) -> ProviderAnswer | tuple[FailureKind, str] | None:
+        return _read_failure(err)
 
     async def generate(self, request: LLMRequest) -> LLMResponse:
-        # One attempt only: session.generate promises a single provider call.
         if request.max_output_tokens == 0:
             # Pre-warming: the API rejects max_tokens 0 on a stream, so ask without one.
             return await self._complete(self._single_attempt, request)
-        async with aclosing(self._events(self._single_attempt, request)) as events:
-            return await collect(events)
+        return await super().generate(request)
 
     async def _complete(self, client: AsyncAnthropic, request: LLMRequest) -> LLMResponse:
         """One non-streaming call, for requests the API refuses to stream."""
         body = lower_request(request)
-        call = _Call()
-        with _provider_errors(call):
+        with self._provider_errors():
             message = await client.messages.create(
                 model=body.pop("model"),
                 max_tokens=body.pop("max_tokens"),
@@ -318,13 +283,12 @@ class AnthropicLLMClient(AsyncResource):
         if self._owns_client:
             await self._client.close()
 
-    async def _events(
-        self, client: AsyncAnthropic, request: LLMRequest
-    ) -> AsyncGenerator[StreamEvent, None]:
+    async def _attempt(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
+        client = self._single_attempt
         body = lower_request(request)
-        call = _Call()
+        call = Call()
         decoder = _StreamDecoder()
-        with _provider_errors(call):
+        with self._provider_errors(call):
             # Only the required fields go as typed arguments; the rest of the lowered body goes
             # as extra_body, so the wire body is exactly lower_request's, whatever the SDK knows.
             raw_stream = await client.messages.create(
@@ -345,11 +309,12 @@ class AnthropicLLMClient(AsyncResource):
         # Yielded after the response is closed, so a consumer that stops here leaks nothing.
         if decoder.finish is None:
             raise ProviderStreamInterrupted(
-                "the provider stream ended before message_stop", request_id=call.request_id
+                "the provider stream ended before message_stop",
+                provider_request_id=call.request_id,
             )
         if decoder.unparsable_tool is not None and decoder.finish.reason != "max_tokens":
             raise ProviderError(
                 f"the provider sent invalid JSON input for tool {decoder.unparsable_tool!r}",
-                request_id=call.request_id,
+                provider_request_id=call.request_id,
             )
         yield decoder.finish

@@ -9,30 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import aclosing, contextmanager
+from collections.abc import AsyncGenerator
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]  # boto3 ships no type hints
-from botocore.config import Config  # type: ignore[import-untyped]  # no type hints
-from botocore.exceptions import (  # type: ignore[import-untyped]  # no type hints
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ReadTimeoutError,
-)
-
-from ..errors import (
-    ProviderAuthenticationError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderStreamInterrupted,
-    ProviderTimeout,
-)
-from .bedrock_wire import FINISH_REASONS, error_for, lower_request, usage_from_bedrock
-from .client import collect
+from ..errors import ProviderError, ProviderStreamInterrupted
+from ._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer, require
+from .bedrock_wire import FINISH_REASONS, error_status, lower_request, usage_from_bedrock
 from .types import (
     FinishEvent,
     LLMRequest,
@@ -47,33 +29,53 @@ from .types import (
 
 __all__ = ["SINGLE_ATTEMPT", "BedrockLLMClient", "lower_request"]
 
+require("boto3", "boto3", "BedrockLLMClient")
+
+# boto3 and botocore ship no type hints.
+import boto3  # type: ignore[import-untyped]  # noqa: E402
+from botocore.config import Config  # type: ignore[import-untyped]  # noqa: E402
+from botocore.exceptions import (  # type: ignore[import-untyped]  # noqa: E402
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
 # botocore Config: `total_max_attempts` counts the first attempt too (`max_attempts` counts
 # only retries), so 1 is exactly one HTTP request.
 SINGLE_ATTEMPT = Config(retries={"total_max_attempts": 1, "mode": "standard"})
 
 
-@contextmanager
-def _provider_errors() -> Iterator[None]:
-    """Translate every botocore failure inside the block into a sessiongen error."""
-    try:
-        yield
-    except ClientError as err:  # also EventStreamError, an error event inside a 200 stream
-        error = err.response.get("Error", {})
-        meta = err.response.get("ResponseMetadata", {})
-        raise error_for(
-            error.get("Code"),
-            meta.get("HTTPStatusCode"),
-            str(error.get("Message") or err),
+def _read_failure(err: Exception) -> ProviderAnswer | tuple[FailureKind, str] | None:
+    if isinstance(err, ClientError):  # also EventStreamError, an error event inside a 200 stream
+        response: dict[str, Any] = err.response
+        error = response.get("Error", {})
+        meta = response.get("ResponseMetadata", {})
+        code = error.get("Code")
+        message = str(error.get("Message") or err)
+        status, overflow = error_status(code, meta.get("HTTPStatusCode"), message)
+        # botocore keeps the parsed body, not its bytes: the members the provider sent.
+        body = {k: v for k, v in response.items() if k not in ("Error", "ResponseMetadata")}
+        return ProviderAnswer(
+            status=status,
+            message=message,
+            headers=dict(meta.get("HTTPHeaders") or {}),
+            body=body or {"message": message},
             request_id=meta.get("RequestId"),
-        ) from err
-    except (ReadTimeoutError, ConnectTimeoutError) as err:
-        raise ProviderTimeout(f"the provider call timed out: {err}") from err
-    except EndpointConnectionError as err:
-        raise ProviderConnectionError(f"could not reach the provider: {err}") from err
-    except NoCredentialsError as err:
-        raise ProviderAuthenticationError(f"no usable AWS credentials: {err}") from err
-    except BotoCoreError as err:
-        raise ProviderStreamInterrupted(f"the provider call broke: {err}") from err
+            error_type=code,
+            context_overflow=overflow,
+        )
+    if isinstance(err, ReadTimeoutError | ConnectTimeoutError):
+        return "timeout", str(err)
+    if isinstance(err, EndpointConnectionError):
+        return "connection", str(err)
+    if isinstance(err, NoCredentialsError):
+        return "credentials", f"no usable AWS credentials: {err}"
+    if isinstance(err, BotoCoreError):
+        return "stream", str(err)
+    return None
 
 
 def _tool_input(text: str) -> dict[str, Any] | None:
@@ -84,12 +86,18 @@ def _tool_input(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-class BedrockLLMClient:
+class BedrockLLMClient(ProviderAdapter):
     """LLMClient over Converse / ConverseStream through a boto3 `bedrock-runtime` client.
 
-    Pass a ready `client` (built with retries off, e.g. `config=SINGLE_ATTEMPT`) or the
-    options to build one. `generate` is one ConverseStream call collected, as on Anthropic.
+    botocore's own retries are off (`SINGLE_ATTEMPT`); `stream()` retries as every adapter
+    does (`max_retries`, `DEFAULT_MAX_RETRIES` unless told; see `ProviderAdapter`),
+    `generate()` is one ConverseStream call collected. Pass a ready `client` (built with
+    retries off, e.g. `config=SINGLE_ATTEMPT`; the caller keeps owning it) or the options to
+    build one, which `aclose()` closes.
     """
+
+    provider = "Bedrock"
+    request_id_headers = ("x-amzn-requestid",)
 
     def __init__(
         self,
@@ -99,7 +107,10 @@ class BedrockLLMClient:
         region_name: str = "us-east-1",
         aws_access_key_id: str | None = None,
         aws_secret_access_key: str | None = None,
+        max_retries: int | None = None,
     ) -> None:
+        super().__init__(max_retries=max_retries)
+        self._owns_client = client is None
         if client is None:
             client = boto3.client(
                 "bedrock-runtime",
@@ -115,17 +126,17 @@ class BedrockLLMClient:
     def client(self) -> Any:
         return self._client
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        return self._events(request)
+    def _read_failure(self, err: Exception) -> ProviderAnswer | tuple[FailureKind, str] | None:
+        return _read_failure(err)
 
-    async def generate(self, request: LLMRequest) -> LLMResponse:
-        async with aclosing(self._events(request)) as events:
-            return await collect(events)
+    async def aclose(self) -> None:
+        if self._owns_client:
+            self._client.close()
 
     async def converse(self, request: LLMRequest) -> LLMResponse:
         """One non-streaming Converse call."""
         kwargs = lower_request(request)
-        with _provider_errors():
+        with self._provider_errors():
             answer = await asyncio.to_thread(self._client.converse, **kwargs)
         text, reasoning, calls = [], [], []
         signature: str | None = None
@@ -150,11 +161,12 @@ class BedrockLLMClient:
             response_id=answer.get("ResponseMetadata", {}).get("RequestId"),
         )
 
-    async def _events(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
+    async def _attempt(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
         kwargs = lower_request(request)
-        with _provider_errors():
+        with self._provider_errors():
             answer = await asyncio.to_thread(self._client.converse_stream, **kwargs)
         request_id = answer.get("ResponseMetadata", {}).get("RequestId")
+        info = Call(request_id)
         raw_stream = answer["stream"]
         events = iter(raw_stream)
         tools: dict[int, tuple[str, str, list[str]]] = {}
@@ -163,7 +175,7 @@ class BedrockLLMClient:
         done = object()
         try:
             while True:
-                with _provider_errors():
+                with self._provider_errors(info):
                     raw = await asyncio.to_thread(next, events, done)
                 if raw is done:
                     break
@@ -204,12 +216,12 @@ class BedrockLLMClient:
             raw_stream.close()
         if stop_reason is None:
             raise ProviderStreamInterrupted(
-                "the provider stream ended before messageStop", request_id=request_id
+                "the provider stream ended before messageStop", provider_request_id=request_id
             )
         if unparsable is not None and stop_reason != "max_tokens":
             raise ProviderError(
                 f"the provider sent invalid JSON input for tool {unparsable!r}",
-                request_id=request_id,
+                provider_request_id=request_id,
             )
         yield FinishEvent(
             reason=FINISH_REASONS.get(stop_reason, "other"),

@@ -33,6 +33,7 @@ __all__ = [
     "FINISH_REASONS",
     "cache_point",
     "error_for",
+    "error_status",
     "lower_request",
     "usage_from_bedrock",
     "wire_view",
@@ -90,15 +91,26 @@ FINISH_REASONS: Mapping[str, FinishReason] = MappingProxyType(
 _TOO_LONG = ("too long", "prompt is too long", "input length")
 
 
+def error_status(code: str | None, status: int | None, message: str) -> tuple[int, bool]:
+    """The HTTP status a Bedrock error stands for (its own when it has one of 400 or more,
+    else its code's: an error event inside a 200 stream), and whether it is the provider's
+    "input too long" (a `ContextOverflow`). `provider_error_for_status` then maps it, as for
+    every provider."""
+    mapped = ERROR_STATUS.get(code or "")
+    effective = status if status is not None and status >= 400 else mapped or 500
+    overflow = effective == 400 and any(words in message.lower() for words in _TOO_LONG)
+    return effective, overflow
+
+
 def error_for(
     code: str | None, status: int | None, message: str, *, request_id: str | None = None
 ) -> ProviderError | ContextOverflow:
-    """The one mapping from a Bedrock error (code and/or HTTP status) to a sessiongen error."""
-    mapped = ERROR_STATUS.get(code or "")
-    effective = status if status is not None and status >= 400 else mapped or 500
-    if effective == 400 and any(words in message.lower() for words in _TOO_LONG):
-        return ContextOverflow(message, status=400, request_id=request_id)
-    return provider_error_for_status(effective, message, request_id=request_id, error_type=code)
+    """The sessiongen error for a Bedrock error (code and/or HTTP status): `error_status`,
+    then the one mapping."""
+    effective, overflow = error_status(code, status, message)
+    return provider_error_for_status(
+        effective, message, request_id=request_id, error_type=code, context_overflow=overflow
+    )
 
 
 def _count(source: Mapping[str, Any], name: str) -> int:

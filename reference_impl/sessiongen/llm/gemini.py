@@ -8,31 +8,18 @@ connection errors (it retries those only when no `retry_options` are set).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import aclosing, contextmanager
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import httpx
-from google import genai
-from google.genai import errors as genai_errors
-from google.genai import types
 
-from .._resource import AsyncResource
-from ..errors import (
-    ContextOverflow,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderStreamInterrupted,
-    ProviderTimeout,
-    provider_error_for_status,
-)
-from .client import collect
+from ..errors import ProviderStreamInterrupted
+from ._adapter import FailureKind, ProviderAdapter, ProviderAnswer, require
 from .gemini_wire import FINISH_REASONS, encode_signature, lower_request, usage_from_gemini
 from .types import (
     FinishEvent,
     FinishReason,
     LLMRequest,
-    LLMResponse,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
@@ -43,39 +30,40 @@ from .types import (
 
 __all__ = ["GeminiLLMClient", "lower_request"]
 
+require("google.genai", "google-genai", "GeminiLLMClient")
+
+from google import genai  # noqa: E402  # the SDK, after the install hint
+from google.genai import errors as genai_errors  # noqa: E402
+from google.genai import types  # noqa: E402
+
 SINGLE_ATTEMPT = types.HttpRetryOptions(attempts=1)
 API_VERSION = "v1beta"  # the REST reference's version; google-genai 3.x would default to v1
 
 
-@contextmanager
-def _provider_errors() -> Iterator[None]:
-    """Translate every SDK and transport failure inside the block into a sessiongen error."""
-    try:
-        yield
-    except genai_errors.APIError as err:
-        raise _status_error(err) from err
-    except httpx.TimeoutException as err:
-        raise ProviderTimeout(f"the provider call timed out: {err}") from err
-    except httpx.TransportError as err:
-        raise ProviderConnectionError(
-            f"could not reach the provider: {type(err).__name__}: {err}"
-        ) from err
-    except (httpx.HTTPError, httpx.StreamError, json.JSONDecodeError) as err:
-        raise ProviderStreamInterrupted(
-            f"the provider stream broke: {type(err).__name__}: {err}"
-        ) from err
-    except genai_errors.UnknownApiResponseError as err:
-        raise ProviderStreamInterrupted(f"the provider sent an unreadable chunk: {err}") from err
-
-
-def _status_error(err: genai_errors.APIError) -> ProviderError | ContextOverflow:
-    message = err.message or str(err)
-    status = err.code if isinstance(err.code, int) else 500
-    if status == 400 and "exceeds the maximum number of tokens" in message:
-        # The API's words for an over-long prompt (UNCONFIRMED wording).
-        return ContextOverflow(message, status=status)
-    error_type = err.status if isinstance(err.status, str) else None
-    return provider_error_for_status(status, message, error_type=error_type)
+def _read_failure(err: Exception) -> ProviderAnswer | tuple[FailureKind, str] | None:
+    if isinstance(err, genai_errors.APIError):
+        message = err.message or str(err)
+        status = err.code if isinstance(err.code, int) else 500
+        response = getattr(err, "response", None)
+        headers = getattr(response, "headers", None)
+        return ProviderAnswer(
+            status=status,
+            message=message,
+            headers=dict(headers) if headers is not None else {},
+            body=err.details,
+            error_type=err.status if isinstance(err.status, str) else None,
+            # The API's words for an over-long prompt (UNCONFIRMED wording).
+            context_overflow="exceeds the maximum number of tokens" in message,
+        )
+    if isinstance(err, httpx.TimeoutException):
+        return "timeout", str(err)
+    if isinstance(err, httpx.TransportError):
+        return "connection", f"{type(err).__name__}: {err}"
+    if isinstance(err, httpx.HTTPError | httpx.StreamError | json.JSONDecodeError):
+        return "stream", f"{type(err).__name__}: {err}"
+    if isinstance(err, genai_errors.UnknownApiResponseError):
+        return "stream", f"an unreadable chunk: {err}"
+    return None
 
 
 class _Decoder:
@@ -130,14 +118,19 @@ class _Decoder:
         return FinishEvent(reason=reason, model=self.model, response_id=self.response_id)
 
 
-class GeminiLLMClient(AsyncResource):
+class GeminiLLMClient(ProviderAdapter):
     """LLMClient over Gemini, through `google.genai.Client(...).aio`.
 
-    Pass a ready `client` (kept by the caller; its retry options are its own), or the options
-    to build one: `base_url` (e.g. the emulator's) and an `http_client` (an
-    `httpx.AsyncClient`, e.g. over `httpx.ASGITransport(app)`), which the SDK then uses for
-    every call. A built client has retries off and is closed by `aclose()`.
+    The SDK's own retries are off (`SINGLE_ATTEMPT`); `stream()` retries as every adapter
+    does (`max_retries`, `DEFAULT_MAX_RETRIES` unless told; see `ProviderAdapter`),
+    `generate()` makes one HTTP attempt. Pass a ready `client` (kept by the caller, built
+    with retries off), or the options to build one: `base_url` (e.g. the emulator's) and an
+    `http_client` (an `httpx.AsyncClient`, e.g. over `httpx.ASGITransport(app)`), which the
+    SDK then uses for every call. A built client is closed by `aclose()`.
     """
+
+    provider = "Gemini"
+    request_id_headers = ("x-request-id",)
 
     def __init__(
         self,
@@ -146,7 +139,9 @@ class GeminiLLMClient(AsyncResource):
         api_key: str | None = None,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_retries: int | None = None,
     ) -> None:
+        super().__init__(max_retries=max_retries)
         if client is not None:
             if (api_key, base_url, http_client) != (None, None, None):
                 raise ValueError("pass a ready genai.Client or options to build one")
@@ -166,21 +161,17 @@ class GeminiLLMClient(AsyncResource):
     def client(self) -> genai.Client:
         return self._client
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        return self._events(request)
+    def _read_failure(self, err: Exception) -> ProviderAnswer | tuple[FailureKind, str] | None:
+        return _read_failure(err)
 
-    async def generate(self, request: LLMRequest) -> LLMResponse:
-        async with aclosing(self._events(request)) as events:
-            return await collect(events)
-
-    async def _events(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
+    async def _attempt(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
         kwargs = lower_request(request)
         config: dict[str, Any] = kwargs["config"]
         if request.headers:
             config["http_options"] = {"headers": dict(request.headers)}
         decoder = _Decoder()
         saw_finish = False
-        with _provider_errors():
+        with self._provider_errors():
             chunks = await self._client.aio.models.generate_content_stream(
                 model=kwargs["model"],
                 contents=kwargs["contents"],

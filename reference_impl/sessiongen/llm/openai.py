@@ -7,35 +7,18 @@ this module only talks to the SDK. Why Chat Completions: see `openai_wire`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import aclosing, contextmanager
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx2
-from openai import (  # the SDK: absolute import, never this module
-    APIConnectionError,
-    APIStatusError,
-    APITimeoutError,
-    AsyncOpenAI,
-    OpenAIError,
-)
 
-from .._resource import AsyncResource
-from ..errors import (
-    ContextOverflow,
-    ProviderAuthenticationError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderStreamInterrupted,
-    ProviderTimeout,
-)
-from .client import collect
-from .openai_wire import error_for, lower_request, usage_from_openai
+from ..errors import ProviderError, ProviderStreamInterrupted
+from ._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer, require
+from .openai_wire import CONTEXT_LENGTH_CODE, lower_request, usage_from_openai
 from .types import (
     FinishEvent,
     FinishReason,
     LLMRequest,
-    LLMResponse,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -44,6 +27,16 @@ from .types import (
 )
 
 __all__ = ["OpenAILLMClient"]
+
+require("openai", "openai", "OpenAILLMClient")
+
+from openai import (  # noqa: E402  # the SDK, after the install hint; never this module
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AsyncOpenAI,
+    OpenAIError,
+)
 
 _FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "end_turn",
@@ -54,42 +47,31 @@ _FINISH_REASONS: dict[str, FinishReason] = {
 }
 
 
-def _status_error(err: APIStatusError) -> ProviderError | ContextOverflow:
-    body: dict[str, Any] = err.body if isinstance(err.body, dict) else {}
-    nested = body.get("error")
-    error: dict[str, Any] = nested if isinstance(nested, dict) else body
-    message = str(error.get("message") or err.message)
-    code = error.get("code")
-    return error_for(
-        err.status_code,
-        message,
-        code=code if isinstance(code, str) else None,
-        request_id=err.request_id,
-        error_type=error.get("type") if isinstance(error.get("type"), str) else None,
-    )
-
-
-@contextmanager
-def _provider_errors(request_id: list[str | None]) -> Iterator[None]:
-    """Translate every SDK and transport failure inside the block into a sessiongen error."""
-    try:
-        yield
-    except APIStatusError as err:
-        raise _status_error(err) from err
-    except APITimeoutError as err:
-        raise ProviderTimeout("the provider call timed out", request_id=request_id[0]) from err
-    except APIConnectionError as err:
-        raise ProviderConnectionError(
-            f"could not reach the provider: {err.message}", request_id=request_id[0]
-        ) from err
-    except (httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError) as err:
-        raise ProviderStreamInterrupted(
-            f"the provider stream broke: {type(err).__name__}: {err}", request_id=request_id[0]
-        ) from err
-    except OpenAIError as err:
-        if "api_key" in str(err):
-            raise ProviderAuthenticationError(str(err)) from err
-        raise ProviderError(str(err), request_id=request_id[0]) from err
+def _read_failure(err: Exception) -> ProviderAnswer | tuple[FailureKind, str] | None:
+    if isinstance(err, APIStatusError):
+        body: dict[str, Any] = err.body if isinstance(err.body, dict) else {}
+        nested = body.get("error")
+        error: dict[str, Any] = nested if isinstance(nested, dict) else body
+        code = error.get("code")
+        kind = error.get("type")
+        return ProviderAnswer(
+            status=err.status_code,
+            message=str(error.get("message") or err.message),
+            headers=dict(err.response.headers),
+            body=err.body,
+            request_id=err.request_id,
+            error_type=kind if isinstance(kind, str) else code if isinstance(code, str) else None,
+            context_overflow=code == CONTEXT_LENGTH_CODE,
+        )
+    if isinstance(err, APITimeoutError):
+        return "timeout", err.message
+    if isinstance(err, APIConnectionError):
+        return "connection", err.message
+    if isinstance(err, httpx2.HTTPError | httpx2.StreamError | json.JSONDecodeError):
+        return "stream", f"{type(err).__name__}: {err}"
+    if isinstance(err, OpenAIError):
+        return ("credentials" if "api_key" in str(err) else "other"), str(err)
+    return None
 
 
 class _Calls:
@@ -131,14 +113,19 @@ class _Calls:
         return out
 
 
-class OpenAILLMClient(AsyncResource):
+class OpenAILLMClient(ProviderAdapter):
     """LLMClient over OpenAI Chat Completions, through `openai.AsyncOpenAI`.
 
-    `stream()` retries as the SDK client is configured to (`max_retries`, default 0 here);
-    `generate()` makes exactly one HTTP attempt (SG-INV-3). Every failure surfaces as a
-    sessiongen error. Pass a ready `client` (the caller keeps owning it) or the options to
-    build one; `http_client` is an `httpx2.AsyncClient` (the SDK's own HTTP library).
+    The SDK's own retries are off; `stream()` retries as every adapter does (`max_retries`,
+    `DEFAULT_MAX_RETRIES` unless told; see `ProviderAdapter`), `generate()` makes exactly one
+    HTTP attempt (SG-INV-3). Every failure surfaces as a sessiongen error. Pass a ready
+    `client` (the caller keeps owning it; its `max_retries` is the adapter's unless one is
+    given, and the adapter applies it, the SDK's own retries off) or the options
+    to build one; `http_client` is an `httpx2.AsyncClient` (the SDK's own HTTP library).
     """
+
+    provider = "OpenAI"
+    request_id_headers = ("x-request-id",)
 
     def __init__(
         self,
@@ -147,20 +134,20 @@ class OpenAILLMClient(AsyncResource):
         http_client: httpx2.AsyncClient | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        max_retries: int = 0,
+        max_retries: int | None = None,
     ) -> None:
+        if max_retries is None and client is not None:
+            max_retries = client.max_retries  # a ready client's retry count, applied here
+        super().__init__(max_retries=max_retries)
         if client is not None:
             if (http_client, base_url, api_key) != (None, None, None):
                 raise ValueError("pass a ready AsyncOpenAI client or options to build one")
             self._client = client
             self._owns_client = False
         else:
-            with _provider_errors([None]):
+            with self._provider_errors():
                 self._client = AsyncOpenAI(
-                    api_key=api_key,
-                    base_url=base_url,
-                    http_client=http_client,
-                    max_retries=max_retries,
+                    api_key=api_key, base_url=base_url, http_client=http_client, max_retries=0
                 )
             self._owns_client = True
         self._single_attempt = self._client.with_options(max_retries=0)
@@ -169,27 +156,22 @@ class OpenAILLMClient(AsyncResource):
     def client(self) -> AsyncOpenAI:
         return self._client
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        return self._events(self._client, request)
-
-    async def generate(self, request: LLMRequest) -> LLMResponse:
-        async with aclosing(self._events(self._single_attempt, request)) as events:
-            return await collect(events)
+    def _read_failure(self, err: Exception) -> ProviderAnswer | tuple[FailureKind, str] | None:
+        return _read_failure(err)
 
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.close()
 
-    async def _events(
-        self, client: AsyncOpenAI, request: LLMRequest
-    ) -> AsyncGenerator[StreamEvent, None]:
+    async def _attempt(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
+        client = self._single_attempt
         body = lower_request(request)
-        request_id: list[str | None] = [None]
+        call = Call()
         calls = _Calls()
         finish: str | None = None
         model, response_id = request.model, None
         usage_seen = False
-        with _provider_errors(request_id):
+        with self._provider_errors(call):
             # Only the required fields go typed; the rest of the lowered body goes as
             # extra_body, so the wire body is exactly lower_request's.
             raw_stream = await client.chat.completions.create(
@@ -200,7 +182,7 @@ class OpenAILLMClient(AsyncResource):
                 extra_body=body or None,
                 extra_headers=request.headers or None,
             )
-            request_id[0] = raw_stream.response.headers.get("x-request-id")
+            call.request_id = raw_stream.response.headers.get("x-request-id")
             async with raw_stream:
                 async for chunk in raw_stream:
                     model, response_id = chunk.model or model, chunk.id or response_id
@@ -216,9 +198,9 @@ class OpenAILLMClient(AsyncResource):
         if finish is None or not usage_seen:
             raise ProviderStreamInterrupted(
                 "the provider stream ended before its finish and usage chunks",
-                request_id=request_id[0],
+                provider_request_id=call.request_id,
             )
-        for call in calls.calls(truncated=finish == "length"):
-            yield ToolCallEvent(call=call)
+        for tool_call in calls.calls(truncated=finish == "length"):
+            yield ToolCallEvent(call=tool_call)
         reason = _FINISH_REASONS.get(finish, "other")
         yield FinishEvent(reason=reason, model=model, response_id=response_id)

@@ -18,23 +18,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import (
-    ContextOverflow,
-    ProviderAuthenticationError,
-    ProviderError,
-    ProviderInvalidRequest,
-    ProviderNotFound,
-    ProviderRateLimited,
-    ProviderServerError,
-    ProviderTimeout,
-)
 from .types import LLMMessage, LLMRequest, ToolChoice, ToolResultContent, Usage
 from .wire_view import BlockKind, WireBlock, WireView, choice_or_default
 
 __all__ = [
     "ERRORS",
     "CACHE_INCREMENT",
-    "error_for",
+    "CONTEXT_LENGTH_CODE",
+    "error_type_for",
     "lower_request",
     "usage_from_openai",
     "wire_view",
@@ -43,24 +34,26 @@ __all__ = [
 CACHE_INCREMENT = 128
 """Cached prefixes grow in 128-token steps (OpenAI prompt-caching guide)."""
 
-# The one error table: HTTP status -> (error `type` in the body, typed sessiongen error).
+# The error table: HTTP status -> error `type` in the body (the emulator answers with it).
 # Types per the OpenAI error-codes guide: 401/403/404/409/400/422 are `invalid_request_error`
 # with a `code` (invalid_api_key, model_not_found, ...); 429 `rate_limit_exceeded` (or
 # `insufficient_quota`); 5xx `server_error`. The exact `type` of 403/409/504 is UNCONFIRMED.
-ERRORS: Mapping[int, tuple[str, type[ProviderError]]] = MappingProxyType(
+# The adapter maps statuses to sessiongen errors with the one mapping of every provider,
+# `errors.provider_error_for_status`; a 400 with this code is a `ContextOverflow`.
+ERRORS: Mapping[int, str] = MappingProxyType(
     {
-        400: ("invalid_request_error", ProviderInvalidRequest),
-        401: ("invalid_request_error", ProviderAuthenticationError),
-        403: ("invalid_request_error", ProviderAuthenticationError),
-        404: ("invalid_request_error", ProviderNotFound),
-        409: ("invalid_request_error", ProviderInvalidRequest),
-        413: ("invalid_request_error", ProviderInvalidRequest),
-        422: ("invalid_request_error", ProviderInvalidRequest),
-        429: ("rate_limit_exceeded", ProviderRateLimited),
-        500: ("server_error", ProviderServerError),
-        502: ("server_error", ProviderServerError),
-        503: ("server_error", ProviderServerError),
-        504: ("server_error", ProviderTimeout),
+        400: "invalid_request_error",
+        401: "invalid_request_error",
+        403: "invalid_request_error",
+        404: "invalid_request_error",
+        409: "invalid_request_error",
+        413: "invalid_request_error",
+        422: "invalid_request_error",
+        429: "rate_limit_exceeded",
+        500: "server_error",
+        502: "server_error",
+        503: "server_error",
+        504: "server_error",
     }
 )
 CONTEXT_LENGTH_CODE = "context_length_exceeded"
@@ -68,27 +61,8 @@ CONTEXT_LENGTH_CODE = "context_length_exceeded"
 
 def error_type_for(status: int) -> str:
     if status in ERRORS:
-        return ERRORS[status][0]
+        return ERRORS[status]
     return "server_error" if status >= 500 else "invalid_request_error"
-
-
-def error_for(
-    status: int,
-    message: str,
-    *,
-    code: str | None = None,
-    request_id: str | None = None,
-    error_type: str | None = None,
-) -> ProviderError | ContextOverflow:
-    """The typed sessiongen error for an OpenAI error response."""
-    if status == 400 and code == CONTEXT_LENGTH_CODE:
-        return ContextOverflow(message, status=status, request_id=request_id)
-    cls = ERRORS[status][1] if status in ERRORS else ProviderServerError
-    if status == 408:
-        cls = ProviderTimeout
-    elif status not in ERRORS and status < 500:
-        cls = ProviderInvalidRequest
-    return cls(message, status=status, request_id=request_id, error_type=error_type or code)
 
 
 def _get(source: Mapping[str, Any] | object, name: str) -> Any:

@@ -110,7 +110,8 @@ _PROBLEMS = {
     502: "The provider call failed (`provider-*`, with `provider_status` and "
     "`provider_request_id` when the provider sent them).",
     503: "The provider rate-limited the call or is overloaded (`provider-rate-limited`, "
-    "`provider-overloaded`).",
+    "`provider-overloaded`); a `Retry-After` header (and `retry_after` member) when the "
+    "provider said when to retry.",
     504: "The provider call timed out (`provider-timeout`).",
 }
 _PROVIDER = (409, 413, 502, 503, 504)

@@ -9,13 +9,14 @@ credential the server holds never reaches a client, even inside an error message
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
 
 from starlette.responses import JSONResponse
 
-from ..errors import SessiongenError
+from ..errors import ProviderError, SessiongenError
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 ABOUT_BLANK = "about:blank"
@@ -71,9 +72,22 @@ def error_response(
     extra: Mapping[str, Any] | None = None,
 ) -> JSONResponse:
     """A sessiongen error with the status and problem type `errors.py` gives it, plus any
-    `extra` members (validation errors)."""
+    `extra` members (validation errors). A 503 for a provider that said when to retry
+    (rate-limited, overloaded) passes that on as our own `Retry-After` (whole seconds)."""
     body = {**error.problem_details(), **(extra or {})}
-    return problem_response(body, instance=instance, redactor=redactor)
+    return problem_response(
+        body, instance=instance, redactor=redactor, headers=retry_after_header(error)
+    )
+
+
+def retry_after_header(error: SessiongenError) -> dict[str, str]:
+    """`Retry-After` for our 503 answer to a provider error that carried a retry-after, else
+    nothing."""
+    if not isinstance(error, ProviderError) or error.problem_status != 503:
+        return {}
+    if error.retry_after is None or error.retry_after < 0:
+        return {}
+    return {"Retry-After": str(math.ceil(error.retry_after))}
 
 
 def http_problem(

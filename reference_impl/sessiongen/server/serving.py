@@ -35,7 +35,6 @@ from .._choices import ServeProvider
 from .._engine import SessionEngine
 from .._store import SessionStore
 from ..emulator import EmulatorState, VirtualClock
-from ..emulator import create_app as create_emulator_app
 from ..model import Agent
 from ..plugins import PluginHost, load_plugins, request_hook
 from ..plugins.warming import WarmingPlugin
@@ -44,7 +43,7 @@ from ..warming.keeper import KeeperPolicy, MonotonicClock
 from .app import create_app
 
 if TYPE_CHECKING:
-    from ..llm.anthropic import AnthropicLLMClient
+    from ..llm._adapter import ProviderAdapter
 
 __all__ = [
     "DEFAULT_DB",
@@ -61,7 +60,6 @@ __all__ = [
 Provider = ServeProvider
 DEFAULT_PORT = 8080
 DEFAULT_DB = "sessiongen.db"
-EMULATOR_URL = "http://emulator.embedded"
 
 
 class RealTimeClock(VirtualClock):
@@ -92,17 +90,15 @@ def recover_interrupted(engine: SessionEngine) -> int:
 
 
 @asynccontextmanager
-async def _llm(provider: Provider) -> AsyncIterator[tuple[AnthropicLLMClient, str]]:
+async def _llm(provider: Provider) -> AsyncIterator[tuple[ProviderAdapter, str]]:
     """The provider client and a one-line description of it; closed on exit."""
-    import httpx2
-
+    from ..emulator.client import inprocess_llm
+    from ..llm._adapter import DEFAULT_MAX_RETRIES
     from ..llm.anthropic import AnthropicLLMClient
 
     if provider == "emulator":
         state = EmulatorState(clock=RealTimeClock())
-        transport = httpx2.ASGITransport(app=create_emulator_app(state))
-        http = httpx2.AsyncClient(transport=transport, base_url=EMULATOR_URL)
-        async with AnthropicLLMClient(api_key="emulator", http_client=http) as llm:
+        async with inprocess_llm("anthropic", state, max_retries=DEFAULT_MAX_RETRIES) as llm:
             yield llm, "the embedded emulator (in-process, real-time clock)"
         return
     async with AnthropicLLMClient.from_env() as llm:

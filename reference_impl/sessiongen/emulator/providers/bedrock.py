@@ -401,7 +401,9 @@ async def handle(state: EmulatorState, request: Request, model_id: str, stream: 
             await asyncio.sleep(fault.delay)
         code = fault.error_type if (fault.error_type or "").endswith("Exception") else None
         message = fault.message or f"Emulated fault {fault.effective_status}"
-        return _error(fault.effective_status, request_id, message, code)
+        failed = _error(fault.effective_status, request_id, message, code)
+        failed.headers.update(fault.headers)  # a fault's headers, as on the other providers
+        return failed
     try:
         if not arrival.parsed:
             raise _invalid("The request body is not valid JSON")

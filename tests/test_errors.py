@@ -71,7 +71,7 @@ def test_a_rebuilt_error_reads_its_name_from_the_body_not_the_message(
 ) -> None:
     """The name travels as a body member: a detail quoting something else (or nothing) does
     not change it, and a body without the member gives ""."""
-    error = cls(name)  # type: ignore[call-arg]
+    error = cls(name)
     body = error.problem_details()
     assert body[member] == name
     rebuilt = errors.SessiongenError.from_problem(body | {"detail": "about 'other' and more"})

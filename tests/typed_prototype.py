@@ -48,7 +48,7 @@ async def title(engine: SessionEngine, session_id: str) -> str | None:
     except SessionNotFound:
         return None
     except ProviderError as error:
-        status: int | None = error.status
+        status: int | None = error.provider_status
         if isinstance(error, ProviderOverloaded) or status == 529:
             return None
         raise
@@ -57,7 +57,7 @@ async def title(engine: SessionEngine, session_id: str) -> str | None:
 
 async def main() -> list[str]:
     """One durable turn, then generate over it: what a prototype's test would check."""
-    overloaded = ProviderOverloaded("busy", status=529, request_id="req_1")
+    overloaded = ProviderOverloaded("busy", provider_status=529, provider_request_id="req_1")
     engine, recorder = build(
         [
             ScriptedReply(text="Hello."),
@@ -88,7 +88,7 @@ async def main() -> list[str]:
         await engine.generate(session.id, "   ")
     except EmptyPrompt as error:
         assert_type(error, EmptyPrompt)
-        lines.append(f"{type(error).__name__} {error.http_status}")
+        lines.append(f"{type(error).__name__} {error.problem_status}")
     except SessiongenError:
         raise
     lines.append(f"{len(recorder.requests)} provider requests ({', '.join(recorder.calls)})")

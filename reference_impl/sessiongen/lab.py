@@ -29,8 +29,6 @@ from ._store import SessionStore
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
 from .emulator.client import EMULATOR_BASE_URL, asgi_http, inprocess_llm
-from .emulator.client import PROVIDERS as PROVIDERS  # the providers a lab can drive
-from .emulator.client import Provider as Provider
 from .llm.anthropic_wire import usage_from_anthropic
 from .llm.bedrock_wire import usage_from_bedrock
 from .llm.client import LLMClient

@@ -36,6 +36,7 @@ from sessiongen.llm._adapter import (
     retry_delay,
 )
 from sessiongen.llm.client import collect
+from sessiongen.llm.types import StreamEvent
 
 
 def _request(provider: Provider) -> LLMRequest:
@@ -158,7 +159,7 @@ async def test_stream_never_retries_once_an_event_is_out(state: EmulatorState) -
     class Flaky(ProviderAdapter):
         attempts = 0
 
-        async def _attempt(self, request: LLMRequest) -> AsyncIterator:  # type: ignore[override]
+        async def _attempt(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:  # type: ignore[override]
             from sessiongen.llm.types import TextDelta
 
             Flaky.attempts += 1

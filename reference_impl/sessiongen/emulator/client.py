@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 import httpx2
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from starlette.types import ASGIApp
+
+from .._choices import PROVIDERS as PROVIDERS
+from .._choices import Provider as Provider
 
 if TYPE_CHECKING:
     from ..llm._adapter import ProviderAdapter
@@ -26,9 +29,6 @@ if TYPE_CHECKING:
 EMULATOR_BASE_URL = "http://emulator"
 """The base URL every in-process client gives the emulator (no socket: any host would do)."""
 DEFAULT_BASE_URL = EMULATOR_BASE_URL
-
-Provider = Literal["anthropic", "bedrock", "openai", "gemini"]
-PROVIDERS: tuple[Provider, ...] = ("anthropic", "bedrock", "openai", "gemini")
 
 
 class SyncASGITransport(httpx2.BaseTransport):

@@ -52,15 +52,16 @@ class Violation(NamedTuple):
         """`<loc>: <msg>`, as a pydantic API words it (the message alone at the root)."""
         return f"{self.loc_path()}: {self.msg}" if self.loc else self.msg
 
-    def param(self, dot: str = ".") -> str:
-        """The field as the other APIs name it, `messages[0].content`, without the union
-        members' tags pydantic puts in `loc` (`literal['auto', ...]`, `_ClassName`)."""
+    def param(self, *, brackets: bool = True) -> str:
+        """The field as the other APIs name it, `messages[0].content` (`brackets`) or
+        `messages.0.content`, without the union members' tags pydantic puts in `loc`
+        (`literal['auto', ...]`, `_ClassName`)."""
         text = ""
         for part in self.loc:
             if isinstance(part, int):
-                text += f"[{part}]"
+                text += f"[{part}]" if brackets else f".{part}"
             elif not (part.startswith("_") or "[" in part):
-                text += f"{dot}{part}" if text else part
+                text += f".{part}" if text else part
         return text
 
 
@@ -426,6 +427,8 @@ class _Document(TypedDict):
 
 
 class _ToolResultContent(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     text: str
     json: Any
     image: _Image
@@ -450,11 +453,15 @@ class _ReasoningText(TypedDict):
 
 
 class _ReasoningContent(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     reasoningText: _ReasoningText
     redactedContent: str
 
 
 class _ContentBlock(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     text: str
     image: _Image
     document: _Document
@@ -470,6 +477,8 @@ class _ConverseMessage(TypedDict):
 
 
 class _SystemContent(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     text: str
     cachePoint: _CachePoint
 
@@ -492,6 +501,8 @@ class _ToolSpec(TypedDict):
 
 
 class _ConverseTool(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     toolSpec: _ToolSpec
     cachePoint: _CachePoint
 
@@ -501,6 +512,8 @@ class _SpecificTool(TypedDict):
 
 
 class _ConverseToolChoice(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     auto: dict[str, Any]
     any: dict[str, Any]
     tool: _SpecificTool

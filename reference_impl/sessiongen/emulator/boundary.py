@@ -269,10 +269,24 @@ _Content = Annotated[
 ]
 
 
+class _JsonSchema(TypedDict, total=False):
+    """A function's parameters: the parts of a JSON Schema the token counter reads
+    (`tokens._ts_type`), each of the type JSON Schema gives it."""
+
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+
+    properties: dict[str, _JsonSchema | bool]
+    required: list[str]
+    enum: list[Any]
+    items: _JsonSchema | bool | list[Any]
+    anyOf: list[_JsonSchema | bool]
+    oneOf: list[_JsonSchema | bool]
+
+
 class _Function(TypedDict):
     name: str
     description: NotRequired[str | None]
-    parameters: NotRequired[dict[str, Any] | None]
+    parameters: NotRequired[_JsonSchema | None]
 
 
 class _ChatTool(TypedDict):
@@ -346,7 +360,7 @@ class _ResponsesTool(TypedDict):
     type: NotRequired[str]
     name: NotRequired[str]
     description: NotRequired[str | None]
-    parameters: NotRequired[dict[str, Any] | None]
+    parameters: NotRequired[_JsonSchema | None]
 
 
 class _TextConfig(TypedDict):
@@ -490,14 +504,14 @@ class _InferenceConfig(TypedDict, total=False):
     topP: float
 
 
-class _JsonSchema(TypedDict):
+class _InputSchema(TypedDict):
     json: dict[str, Any]
 
 
 class _ToolSpec(TypedDict):
     name: Annotated[str, Field(min_length=1)]
     description: NotRequired[str]
-    inputSchema: _JsonSchema
+    inputSchema: _InputSchema
 
 
 class _ConverseTool(TypedDict, total=False):

@@ -318,7 +318,7 @@ def bodies(route: Route) -> st.SearchStrategy[bytes]:
     whole = json.dumps(route.valid()).encode()
     raw = st.one_of(
         st.sampled_from(
-            [b"null", b"[]", b"[1]", b"0", b'"x"', b"true", b"", b"{", b"\xff\xfe", b"[" * 50_000]
+            [b"null", b"[]", b"[1]", b"0", b'"x"', b"true", b"", b"{", b"\xff\xfe", b"[" * 5_000]
         ),
         # no JSON the APIs take: NaN, Infinity, a double's overflow, an over-long integer
         st.sampled_from([b"NaN", b"-Infinity", b"1e400", b"9" * 5000]).map(

@@ -41,9 +41,9 @@ from sessiongen.emulator.providers import gemini
 from starlette.testclient import TestClient
 
 LONG = os.environ.get("SESSIONGEN_LONG") == "1"
-EXAMPLES = 60
+EXAMPLES = 40
 LONG_EXAMPLES = 1000
-ADMIN_EXAMPLES = 40
+ADMIN_EXAMPLES = 25
 
 FUZZ = settings(
     max_examples=LONG_EXAMPLES if LONG else EXAMPLES,
@@ -379,12 +379,16 @@ def _shown(raw: bytes) -> str:
 
 
 def _fresh(client: TestClient, state: EmulatorState, route: Route) -> None:
-    """Reset the state and warm the cache with the route's valid body (or a Messages one)."""
+    """Reset the state, warm the cache with the route's valid body (or a Messages one) and
+    queue a scripted reply."""
     state.reset()
     route = route if route.caches else ROUTES["messages"]
     warm = client.post(route.path, content=json.dumps(route.valid()).encode())
     assert warm.status_code == 200, warm.text
     assert client.get("/_emulator/cache").json()["entries"], "the valid body was cached"
+    # A scripted reply waits: a rejected request must not take it.
+    queued = client.post("/_emulator/script", json={"responses": [{"text": "scripted"}]})
+    assert queued.json() == {"queued": 1}
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -37,7 +37,7 @@ MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
 
 class ClockUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     advance: float | None = Field(default=None, ge=0)
     now: float | None = Field(default=None, ge=0)
@@ -50,7 +50,7 @@ class ClockUpdate(BaseModel):
 
 
 class ScriptUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     responses: list[ScriptedResponse]
 
@@ -58,7 +58,7 @@ class ScriptUpdate(BaseModel):
 class ConfigUpdate(BaseModel):
     """Settings the docs give no number for; each is optional, an omitted one is unchanged."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     ttft: float | None = Field(default=None, ge=0)
     linger: float | None = Field(default=None, ge=0)
@@ -72,9 +72,21 @@ class ConfigUpdate(BaseModel):
 
 
 class HoldUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     count: int = Field(ge=1)
+
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+
+async def _admin_body(request: Request, model: type[_Body]) -> _Body:
+    """An admin endpoint's body as its pydantic model, whatever the content type; a body
+    that is no JSON or breaks the model is the 400 of `invalid_body` (no request id)."""
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_url=False)) from None
 
 
 def _error_response(
@@ -274,22 +286,26 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         return {"now": emulator.clock.now()}
 
     @app.post("/_emulator/clock")
-    async def set_clock(update: ClockUpdate) -> dict[str, float]:
+    async def set_clock(request: Request) -> dict[str, float]:
+        update = await _admin_body(request, ClockUpdate)
         if update.advance is not None:
             return {"now": emulator.clock.advance(update.advance)}
         assert update.now is not None
         return {"now": emulator.clock.set(update.now)}
 
     @app.post("/_emulator/script")
-    async def script(update: ScriptUpdate) -> dict[str, int]:
+    async def script(request: Request) -> dict[str, int]:
+        update = await _admin_body(request, ScriptUpdate)
         return {"queued": emulator.queue_responses(update.responses)}
 
     @app.post("/_emulator/faults")
-    async def faults(fault: FaultSpec) -> dict[str, int]:
+    async def faults(request: Request) -> dict[str, int]:
+        fault = await _admin_body(request, FaultSpec)
         return {"pending": emulator.add_fault(fault)}
 
     @app.post("/_emulator/config")
-    async def config(update: ConfigUpdate) -> dict[str, Any]:
+    async def config(request: Request) -> dict[str, Any]:
+        update = await _admin_body(request, ConfigUpdate)
         if update.ttft is not None:
             emulator.ttft = update.ttft
         if update.linger is not None:
@@ -333,7 +349,8 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         return emulator.hold_status()
 
     @app.post("/_emulator/hold")
-    async def hold(update: HoldUpdate) -> dict[str, int]:
+    async def hold(request: Request) -> dict[str, int]:
+        update = await _admin_body(request, HoldUpdate)
         emulator.add_holds(update.count)
         return emulator.hold_status()
 

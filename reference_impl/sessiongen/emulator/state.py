@@ -32,7 +32,7 @@ StopReason = Literal[
 
 
 class ScriptedToolCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     id: str | None = None
     name: str
@@ -43,7 +43,7 @@ class ScriptedResponse(BaseModel):
     """The next reply, decided by the caller: content is thinking, then text, then tool_use
     blocks; `stop_reason` defaults to `tool_use` when there are tool calls, else `end_turn`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     text: str | None = None
     thinking: str | None = None
@@ -73,7 +73,7 @@ class FaultSpec(BaseModel):
     other a 500.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     status: int | None = Field(default=None, ge=200, le=599)
     count: int = Field(default=1, ge=1)

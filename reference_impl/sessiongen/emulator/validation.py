@@ -16,53 +16,14 @@ from ..tokens import (
     model_positions,
     server_tool_refusal,
 )
+from .boundary import BLOCK_TYPES as BLOCK_TYPES
+from .boundary import MESSAGES, first_error
 from .errors import APIError, invalid_request
 
 PREFILL_MESSAGE = (
     "This model does not support assistant message prefill. "
     "The conversation must end with a user message."
 )
-_TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
-_ROLES = ("user", "assistant", "system")  # "system" only on some models, see below
-_ROLE_ERROR = "Input should be 'user' or 'assistant'"
-_THINKING_TYPES = ("enabled", "disabled", "adaptive")
-# The content block types of the Messages API (the `ContentBlockParam` union), in the sorted
-# order the API lists them in its answer to an unknown one: "Input tag '<type>' found using
-# 'type' does not match any of the expected tags: 'bash_code_execution_tool_result', ..."
-# (wording and first tag as quoted in public reports; the rest of the list UNCONFIRMED).
-BLOCK_TYPES = (
-    "bash_code_execution_tool_result",
-    "code_execution_tool_result",
-    "container_upload",
-    "document",
-    "image",
-    "redacted_thinking",
-    "search_result",
-    "server_tool_use",
-    "text",
-    "text_editor_code_execution_tool_result",
-    "thinking",
-    "tool_result",
-    "tool_search_tool_result",
-    "tool_use",
-    "web_fetch_tool_result",
-    "web_search_tool_result",
-)
-# Beta block types, accepted without their beta header (not modelled), and not listed.
-_BETA_BLOCK_TYPES = frozenset(
-    {
-        "advisor_tool_result",
-        "compaction",
-        "fallback",
-        "mcp_tool_listing",
-        "mcp_tool_result",
-        "mcp_tool_use",
-        "tool_addition",
-        "tool_removal",
-    }
-)
-_EXPECTED_TAGS = ", ".join(f"'{t}'" for t in BLOCK_TYPES)
-MIN_THINKING_BUDGET = 1024
 # The API's answer to a thinking type the model does not accept, verbatim (AD:api/errors).
 THINKING_NOT_SUPPORTED = {
     "enabled": '"thinking.type.enabled" is not supported for this model. Use '
@@ -72,123 +33,21 @@ THINKING_NOT_SUPPORTED = {
     'to adaptive mode when not specified; use "thinking.type.enabled" with "budget_tokens" '
     "for extended thinking.",
 }
+_ROLE_ERROR = "Input should be 'user' or 'assistant'"
 
 
-def _require(body: Mapping[str, Any], field: str) -> Any:
-    if field not in body:
-        raise invalid_request(f"{field}: Field required")
-    return body[field]
+def _check_shape(body: Any, *, count: bool) -> None:
+    """The body against its pydantic model (`boundary.MessagesBody`; count_tokens has no
+    `max_tokens`): the first violation is the 400, worded as the API (itself pydantic)
+    words it, `<loc>: <msg>`."""
+    violation = first_error(MESSAGES, body, skip="max_tokens" if count else None)
+    if violation is not None:
+        raise invalid_request(violation.pydantic_text())
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _blocks(content: Any, path: str) -> list[Mapping[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise invalid_request(f"{path}: Input should be a valid list")
-    for j, block in enumerate(content):
-        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
-            raise invalid_request(f"{path}.{j}.type: Field required")
-    return list(content)
-
-
-def _is_block_type(kind: str) -> bool:
-    """A block type the API knows: a listed or beta one, or any server tool's result
-    (`is_server_tool_result`, which the cache model accepts for every `*_tool_result`)."""
-    return kind in BLOCK_TYPES or kind in _BETA_BLOCK_TYPES or is_server_tool_result(kind)
-
-
-def _text_field(block: Mapping[str, Any], path: str) -> None:
-    """A text block's `text` must be a string: "<path>: Field required" when it is absent,
-    "<path>: Input should be a valid string" otherwise (null included); both quoted from API
-    answers in public reports for `messages.N.content.M.text.text`, the second for
-    `system.N.text` (its "Field required" UNCONFIRMED)."""
-    if "text" not in block:
-        raise invalid_request(f"{path}: Field required")
-    if not isinstance(block["text"], str):
-        raise invalid_request(f"{path}: Input should be a valid string")
-
-
-def _check_message_blocks(content: Any, path: str) -> None:
-    """Each block of a message's content: a known type (the API's discriminated union, so a
-    field's path carries the tag, `<path>.<j>.text.text`), and a text block's `text`."""
-    for j, block in enumerate(_blocks(content, path)):
-        kind: str = block["type"]
-        if not _is_block_type(kind):
-            raise invalid_request(
-                f"{path}.{j}: Input tag '{kind}' found using 'type' does not match any of the "
-                f"expected tags: {_EXPECTED_TAGS}"
-            )
-        if kind == "text":
-            _text_field(block, f"{path}.{j}.text.text")
-
-
-def _check_shape(body: Mapping[str, Any], *, needs_max_tokens: bool) -> None:
-    model = _require(body, "model")
-    if not isinstance(model, str):
-        raise invalid_request("model: Input should be a valid string")
-    if needs_max_tokens:
-        max_tokens = _require(body, "max_tokens")
-        if not _is_int(max_tokens):
-            raise invalid_request("max_tokens: Input should be a valid integer")
-        if max_tokens < 0:
-            raise invalid_request("max_tokens: Input should be greater than or equal to 0")
-    messages = _require(body, "messages")
-    if not isinstance(messages, list):
-        raise invalid_request("messages: Input should be a valid list")
-    for i, message in enumerate(messages):
-        if not isinstance(message, Mapping):
-            raise invalid_request(f"messages.{i}: Input should be a valid dictionary")
-        if message.get("role") not in _ROLES:
-            raise invalid_request(f"messages.{i}.role: {_ROLE_ERROR}")
-        if "content" not in message:
-            raise invalid_request(f"messages.{i}.content: Field required")
-        _check_message_blocks(message["content"], f"messages.{i}.content")
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise invalid_request("stream: Input should be a valid boolean")
-    system = body.get("system")
-    if system is not None and not isinstance(system, str):
-        for j, block in enumerate(_blocks(system, "system")):
-            if block.get("type") != "text":
-                raise invalid_request(f"system.{j}.type: Input should be 'text'")
-            _text_field(block, f"system.{j}.text")
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise invalid_request("tools: Input should be a valid list")
-        for k, tool in enumerate(tools):
-            if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
-                raise invalid_request(f"tools.{k}.name: Field required")
-            if tool.get("type") in (None, "custom") and not isinstance(
-                tool.get("input_schema"), Mapping
-            ):
-                raise invalid_request(f"tools.{k}.custom.input_schema: Field required")
-    choice = body.get("tool_choice")
-    if choice is not None:
-        if not isinstance(choice, Mapping) or choice.get("type") not in _TOOL_CHOICE_TYPES:
-            raise invalid_request(
-                "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'"
-            )
-        if choice["type"] == "tool" and not isinstance(choice.get("name"), str):
-            raise invalid_request("tool_choice.tool.name: Field required")
-    thinking = body.get("thinking")
-    if thinking is not None:
-        if not isinstance(thinking, Mapping) or thinking.get("type") not in _THINKING_TYPES:
-            raise invalid_request(
-                "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'"
-            )
-        if thinking["type"] == "enabled":
-            budget = thinking.get("budget_tokens")
-            if not isinstance(budget, int) or isinstance(budget, bool):
-                raise invalid_request("thinking.enabled.budget_tokens: Field required")
-            if budget < MIN_THINKING_BUDGET:
-                raise invalid_request(
-                    "thinking.enabled.budget_tokens: Input should be greater than or equal "
-                    f"to {MIN_THINKING_BUDGET}"
-                )
+def _blocks(content: str | list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A (checked) message content as its blocks: a string is one text block."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
 def _model(body: Mapping[str, Any]) -> ModelInfo:
@@ -225,7 +84,7 @@ def check_system_messages(messages: Sequence[Mapping[str, Any]], info: ModelInfo
             raise invalid_request(f"messages.{i}.role: {_ROLE_ERROR}")
         end = i
         while end < len(messages) and messages[end]["role"] == "system":
-            for j, block in enumerate(_blocks(messages[end]["content"], "content")):
+            for j, block in enumerate(_blocks(messages[end]["content"])):
                 if block.get("type") != "text":
                     raise invalid_request(
                         f"messages.{end}.content.{j}.type: a system message may only contain "
@@ -235,7 +94,7 @@ def check_system_messages(messages: Sequence[Mapping[str, Any]], info: ModelInfo
         if i == 0:
             raise invalid_request("messages.0: a system message cannot be the first message")
         previous = messages[i - 1]
-        previous_blocks = _blocks(previous["content"], "content")
+        previous_blocks = _blocks(previous["content"])
         after_server_tool = (
             previous["role"] == "assistant"
             and bool(previous_blocks)
@@ -257,11 +116,7 @@ def check_system_messages(messages: Sequence[Mapping[str, Any]], info: ModelInfo
 def _tool_use_ids(message: Mapping[str, Any] | None) -> list[str]:
     if message is None or message.get("role") != "assistant":
         return []
-    return [
-        str(b.get("id"))
-        for b in _blocks(message["content"], "content")
-        if b.get("type") == "tool_use"
-    ]
+    return [str(b.get("id")) for b in _blocks(message["content"]) if b.get("type") == "tool_use"]
 
 
 def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -272,7 +127,7 @@ def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
         if message["role"] == "user":
             previous = messages[i - 1] if i > 0 else None
             known = set(_tool_use_ids(previous))
-            for j, block in enumerate(_blocks(message["content"], "content")):
+            for j, block in enumerate(_blocks(message["content"])):
                 if block.get("type") == "tool_result" and block.get("tool_use_id") not in known:
                     raise invalid_request(
                         f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
@@ -289,7 +144,7 @@ def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
         if following is not None and following["role"] == "user":
             answered = {
                 str(b.get("tool_use_id"))
-                for b in _blocks(following["content"], "content")
+                for b in _blocks(following["content"])
                 if b.get("type") == "tool_result"
             }
         missing = [x for x in ids if x not in answered]
@@ -353,9 +208,7 @@ def validate_messages(
 ) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages` body; returns the model facts and the flattened request, or
     raises `APIError` (400 invalid_request_error, 404 not_found_error for an unknown model)."""
-    if not isinstance(body, Mapping):
-        raise invalid_request("Input should be a valid dictionary")
-    _check_shape(body, needs_max_tokens=True)
+    _check_shape(body, count=False)
     info = _model(body)
     max_tokens: int = body["max_tokens"]
     if max_tokens > info.max_output_tokens:
@@ -403,9 +256,7 @@ def validate_count_tokens(
 ) -> tuple[ModelInfo, PreparedRequest]:
     """Check a `/v1/messages/count_tokens` body (no max_tokens, no pairing of a trailing
     assistant turn beyond the message rules)."""
-    if not isinstance(body, Mapping):
-        raise invalid_request("Input should be a valid dictionary")
-    _check_shape(body, needs_max_tokens=False)
+    _check_shape(body, count=True)
     info = _model(body)
     check_system_messages(body["messages"], info)
     check_tool_pairing(body["messages"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import json
 import struct
 import zlib
@@ -25,6 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ...cache import CacheUsage
 from ...cache.catalog import UnknownModel, get_model
 from ...llm.bedrock_wire import CODE_FOR_STATUS
+from ..boundary import CONVERSE, first_error
 from ..errors import APIError
 from ..intake import Arrival
 from ..responder import build_reply
@@ -37,9 +39,6 @@ TOOL_CONFIG_MESSAGE = (
     "The toolConfig field must be defined when using toolUse and toolResult content blocks."
 )
 INVALID_MODEL = "The provided model identifier is invalid."
-_CONTENT_KEYS = frozenset(
-    {"text", "toolUse", "toolResult", "reasoningContent", "cachePoint", "image", "document"}
-)
 # Messages stop reasons the Converse StopReason enum lacks (mapping UNCONFIRMED).
 _STOP_REASONS = {"pause_turn": "end_turn", "refusal": "content_filtered"}
 
@@ -74,15 +73,11 @@ def one_hour_refused(target: str) -> str:
 
 
 def _marked(
-    blocks: list[dict[str, Any]], point: Any, path: str, target: str, one_hour: bool
+    blocks: list[dict[str, Any]], point: Mapping[str, Any], path: str, target: str, one_hour: bool
 ) -> None:
-    """Put the cachePoint at `path` on the last block before it (at Messages path `target`
-    + its index), as `cache_control`; `one_hour`: the model accepts the 1h TTL."""
-    if not isinstance(point, Mapping) or point.get("type") != "default":
-        raise _invalid(f"{path}.cachePoint.type: Member must satisfy enum value set: [default]")
+    """Put the (checked) cachePoint at `path` on the last block before it (at Messages path
+    `target` + its index), as `cache_control`; `one_hour`: the model accepts the 1h TTL."""
     ttl = point.get("ttl", "5m")
-    if ttl not in ("5m", "1h"):
-        raise _invalid(f"{path}.cachePoint.ttl: Member must satisfy enum value set: [5m, 1h]")
     if not blocks:
         # UNCONFIRMED: the docs do not say what a leading cachePoint does; rejected here.
         raise _invalid(f"{path}: a cachePoint must follow the content it caches")
@@ -91,36 +86,28 @@ def _marked(
     blocks[-1]["cache_control"] = {"type": "ephemeral", "ttl": ttl}
 
 
-def _one_key(block: Any, path: str, allowed: frozenset[str]) -> tuple[str, Any]:
-    if not isinstance(block, Mapping) or len(block) != 1 or next(iter(block)) not in allowed:
-        raise _invalid(f"{path}: exactly one member of the union must be set")
-    key = next(iter(block))
-    return key, block[key]
+def _member(block: Mapping[str, Any]) -> tuple[str, Any]:
+    """The one member a (checked) union structure sets."""
+    return next(iter(block.items()))
 
 
 _IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"}
 
 
-def _media_block(key: str, value: Any, path: str) -> dict[str, Any]:
+def _media_block(key: str, value: Mapping[str, Any], path: str) -> dict[str, Any]:
     """The Messages block of a Converse `image` or `document` (bytes sources; the JSON wire
     carries the bytes base64-encoded): what the token counter reads their size from."""
-    if not isinstance(value, Mapping):
-        raise _invalid(f"{path}.{key}: expected an object")
-    fmt = str(value.get("format", ""))
-    source = value.get("source")
-    data = source.get("bytes") if isinstance(source, Mapping) else None
-    if not isinstance(data, str):
-        # UNCONFIRMED message: an s3Location source is not served by this emulator.
-        raise _invalid(f"{path}.{key}.source: only bytes sources are supported by this emulator")
+    fmt, data = value["format"], value["source"]["bytes"]
     if key == "image":
-        if fmt not in _IMAGE_TYPES:
-            raise _invalid(f"{path}.image.format: Member must satisfy enum value set")
         media = {"type": "base64", "media_type": _IMAGE_TYPES[fmt], "data": data}
         return {"type": "image", "source": media}
     if fmt == "pdf":
         media = {"type": "base64", "media_type": "application/pdf", "data": data}
         return {"type": "document", "source": media}
-    text = base64.b64decode(data + "=" * (-len(data) % 4)).decode("utf-8", "replace")
+    try:
+        text = base64.b64decode(data + "=" * (-len(data) % 4)).decode("utf-8", "replace")
+    except binascii.Error:
+        raise _invalid(f"{path}.document.source.bytes: Invalid base64-encoded bytes") from None
     return {
         "type": "document",
         "source": {"type": "text", "media_type": "text/plain", "data": text},
@@ -129,9 +116,8 @@ def _media_block(key: str, value: Any, path: str) -> dict[str, Any]:
 
 def _tool_result_content(result: Mapping[str, Any], path: str) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
-    allowed = frozenset({"text", "json", "image", "document"})
     for k, item in enumerate(result.get("content") or []):
-        key, value = _one_key(item, f"{path}.content.{k}", allowed)
+        key, value = _member(item)
         if key in ("image", "document"):
             parts.append(_media_block(key, value, f"{path}.content.{k}"))
             continue
@@ -140,76 +126,60 @@ def _tool_result_content(result: Mapping[str, Any], path: str) -> list[dict[str,
     return parts
 
 
-def _content(block: Any, path: str, out: list[dict[str, Any]], target: str, one_hour: bool) -> bool:
+def _content(
+    block: Mapping[str, Any], path: str, out: list[dict[str, Any]], target: str, one_hour: bool
+) -> bool:
     """Append the Messages form of one Converse content block; True for toolUse/toolResult."""
-    key, value = _one_key(block, path, _CONTENT_KEYS)
+    key, value = _member(block)
     if key == "cachePoint":
         _marked(out, value, path, target, one_hour)
     elif key == "text":
-        out.append({"type": "text", "text": str(value)})
+        out.append({"type": "text", "text": value})
     elif key == "toolUse":
-        out.append(
-            {
-                "type": "tool_use",
-                "id": value.get("toolUseId"),
-                "name": value.get("name"),
-                "input": value.get("input") or {},
-            }
-        )
-        return True
+        use = {"id": value["toolUseId"], "name": value["name"], "input": value.get("input") or {}}
+        out.append({"type": "tool_use", **use})
     elif key == "toolResult":
         result: dict[str, Any] = {
             "type": "tool_result",
-            "tool_use_id": value.get("toolUseId"),
+            "tool_use_id": value["toolUseId"],
             "content": _tool_result_content(value, path),
         }
         if value.get("status") == "error":
             result["is_error"] = True
         out.append(result)
-        return True
     elif key in ("image", "document"):
         out.append(_media_block(key, value, path))
-    elif key == "reasoningContent":
-        text = (value.get("reasoningText") or {}) if isinstance(value, Mapping) else {}
+    else:  # reasoningContent
+        text = value.get("reasoningText") or {}
         out.append(
             {
                 "type": "thinking",
-                "thinking": str(text.get("text", "")),
-                "signature": str(text.get("signature", "")),
+                "thinking": text.get("text", ""),
+                "signature": text.get("signature", ""),
             }
         )
-    else:
-        raise _invalid(f"{path}: {key} content is not supported by this emulator")
-    return False
+    return key in ("toolUse", "toolResult")
 
 
-def _tools(config: Any, one_hour: bool) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    if not isinstance(config, Mapping):
-        raise _invalid("toolConfig: expected an object")
-    raw = config.get("tools")
-    if not isinstance(raw, list) or not raw:
-        raise _invalid("toolConfig.tools: Member must have length greater than or equal to 1")
+def _tools(
+    config: Mapping[str, Any], one_hour: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     tools: list[dict[str, Any]] = []
-    for i, entry in enumerate(raw):
-        key, value = _one_key(entry, f"toolConfig.tools.{i}", frozenset({"toolSpec", "cachePoint"}))
+    for i, entry in enumerate(config["tools"]):
+        key, value = _member(entry)
         if key == "cachePoint":
             _marked(tools, value, f"toolConfig.tools.{i}", "tools", one_hour)
             continue
-        schema = (value.get("inputSchema") or {}).get("json")
-        if not value.get("name") or not isinstance(schema, Mapping):
-            raise _invalid(f"toolConfig.tools.{i}.toolSpec: name and inputSchema.json are required")
-        tool = {"name": value["name"], "input_schema": schema}
+        tool = {"name": value["name"], "input_schema": value["inputSchema"]["json"]}
         if value.get("description") is not None:
             tool["description"] = value["description"]
         tools.append(tool)
     choice: dict[str, Any] | None = None
     if config.get("toolChoice") is not None:
-        key, value = _one_key(
-            config["toolChoice"], "toolConfig.toolChoice", frozenset({"auto", "any", "tool"})
-        )
+        key, value = _member(config["toolChoice"])
         choice = {"type": key}
         if key == "tool":
-            choice["name"] = (value or {}).get("name")
+            choice["name"] = value["name"]
             if choice["name"] not in {t["name"] for t in tools}:
                 # UNCONFIRMED message: the named tool must be one of toolConfig.tools.
                 raise _invalid(f"toolConfig.toolChoice.tool.name: unknown tool {choice['name']}")
@@ -219,37 +189,35 @@ def _tools(config: Any, one_hour: bool) -> tuple[list[dict[str, Any]], dict[str,
 def to_messages_body(model: str, body: Any) -> dict[str, Any]:
     """The Messages body equivalent to a Converse body, for validation and the cache model.
 
-    Raises `ConverseError` for a shape Converse rejects (messages UNCONFIRMED unless quoted).
+    Raises `ConverseError` for a shape Converse rejects: first its model
+    (`boundary.CONVERSE`, `<field>: <what>`), then the translation's own rules (messages
+    UNCONFIRMED unless quoted).
     """
-    if not isinstance(body, Mapping):
-        raise _invalid("The request body must be a JSON object")
-    inference = body.get("inferenceConfig") or {}
-    max_tokens = inference.get("maxTokens")
-    if max_tokens is None:
-        # UNCONFIRMED: the default maxTokens for Claude on Converse; the model's maximum here.
-        max_tokens = get_model(model).max_output_tokens
-    if not isinstance(max_tokens, int) or max_tokens < 1:
+    violation = first_error(CONVERSE, body)
+    if violation is not None:
+        field = violation.param(brackets=False)
         raise _invalid(
-            "inferenceConfig.maxTokens: Member must have value greater than or equal to 1"
+            f"{field}: {violation.msg}" if field else "The request body must be a JSON object"
         )
+    inference = body.get("inferenceConfig") or {}
+    # UNCONFIRMED: the default maxTokens for Claude on Converse; the model's maximum here.
+    max_tokens = inference.get("maxTokens", get_model(model).max_output_tokens)
     out: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     one_hour = get_model(model).one_hour_ttl
     system: list[dict[str, Any]] = []
     for i, block in enumerate(body.get("system") or []):
-        key, value = _one_key(block, f"system.{i}", frozenset({"text", "cachePoint"}))
+        key, value = _member(block)
         if key == "cachePoint":
             _marked(system, value, f"system.{i}", "system", one_hour)
         else:
-            system.append({"type": "text", "text": str(value)})
+            system.append({"type": "text", "text": value})
     if system:
         out["system"] = system
     messages: list[dict[str, Any]] = []
     tool_content = False
     for i, message in enumerate(body.get("messages") or []):
-        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
-            raise _invalid(f"messages.{i}.role: Member must satisfy enum value set")
         content: list[dict[str, Any]] = []
-        for j, block in enumerate(message.get("content") or []):
+        for j, block in enumerate(message["content"]):
             tool_content |= _content(
                 block, f"messages.{i}.content.{j}", content, f"messages.{i}.content", one_hour
             )

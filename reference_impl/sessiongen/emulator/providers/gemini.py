@@ -36,12 +36,14 @@ from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import TypeAdapter
 from starlette.types import Receive, Scope, Send
 
 from ...cache import FlatBlock, ImplicitRule
 from ...cache.catalog import ModelInfo, UnknownModel, get_model
 from ...llm.gemini_wire import ERROR_STATUSES, camel_case_body
 from ...tokens import canonical_json, gemini_positions
+from ..boundary import CACHED_CONTENT, GENERATE, first_error
 from ..intake import Arrival
 from ..responder import THINKING_SIGNATURE, build_reply
 from ..state import EmulatorState, FaultSpec
@@ -50,16 +52,6 @@ PATH_PREFIXES = ("/v1beta/",)
 PROVIDER = "gemini"
 METHODS = ("generateContent", "streamGenerateContent")
 GENESIS = hashlib.sha256(b"sessiongen.cache/gemini/v1").hexdigest()
-_DATA_FIELDS = (
-    "text",
-    "inlineData",
-    "fileData",
-    "functionCall",
-    "functionResponse",
-    "executableCode",
-    "codeExecutionResult",
-)
-_MODES = ("MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED")
 # The documented rejection of cachedContent with these fields (python-genai#348).
 CACHED_CONTENT_CONFLICT = (
     "CachedContent can not be used with GenerateContent request setting system_instruction, "
@@ -113,53 +105,33 @@ def _model(name: str) -> ModelInfo:
     return info
 
 
-def _check_part(part: Any, path: str) -> None:
-    if not isinstance(part, Mapping):
-        raise _invalid(f"Invalid value at '{path}': expected an object")
-    data = [f for f in _DATA_FIELDS if f in part]
-    if len(data) != 1:
-        raise _invalid(f"{path}: a part must have exactly one data field, found {data}")
-    if data[0] in ("functionCall", "functionResponse"):
-        call = part[data[0]]
-        if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
-            raise _invalid(f"{path}.{data[0]}.name: the function name is required")
+def _checked(adapter: TypeAdapter[Any], body: Any) -> None:
+    """`body` against its pydantic model (`boundary.GENERATE`, `CACHED_CONTENT`): the first
+    violation is the 400, "Invalid value at '<field>': <what>" (wording UNCONFIRMED)."""
+    violation = first_error(adapter, body)
+    if violation is not None:
+        field = violation.param()
+        raise _invalid(
+            f"Invalid value at '{field}': {violation.msg}"
+            if field
+            else "Invalid JSON payload received."
+        )
 
 
 def _check_contents(contents: Any) -> None:
-    if not isinstance(contents, list) or not contents:
+    if not contents:
         raise _invalid("* GenerateContentRequest.contents: contents is not specified")
-    for i, content in enumerate(contents):
-        if not isinstance(content, Mapping):
-            raise _invalid(f"Invalid value at 'contents[{i}]': expected an object")
-        if content.get("role", "user") not in ("user", "model"):
-            raise _invalid(f"Please use a valid role: user, model. (contents[{i}].role)")
-        parts = content.get("parts")
-        if not isinstance(parts, list) or not parts:
-            raise _invalid(
-                f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
-            )
-        for j, part in enumerate(parts):
-            _check_part(part, f"contents[{i}].parts[{j}]")
 
 
 def _declarations(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    found: list[Mapping[str, Any]] = []
+    """The function declarations of a (checked) body's tools."""
     tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise _invalid("Invalid value at 'tools': expected a list")
-    for k, tool in enumerate(tools):
-        for d, decl in enumerate((tool or {}).get("functionDeclarations") or []):
-            if not isinstance(decl, Mapping) or not isinstance(decl.get("name"), str):
-                raise _invalid(f"* tools[{k}].function_declarations[{d}].name: name is required")
-            found.append(decl)
-    return found
+    return [d for tool in tools for d in tool.get("functionDeclarations") or []]
 
 
 def _calling_config(body: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
     config = ((body.get("toolConfig") or {}).get("functionCallingConfig")) or {}
     mode = config.get("mode", "AUTO")
-    if mode not in _MODES:
-        raise _invalid(f"Invalid value at 'tool_config.function_calling_config.mode': {mode!r}")
     allowed = config.get("allowedFunctionNames")
     if allowed is not None:
         # The SDK's doc: "should only be set when the Mode is ANY" (rejection UNCONFIRMED).
@@ -175,15 +147,11 @@ def _calling_config(body: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
 
 def _validate(body: Any, info: ModelInfo) -> tuple[list[Mapping[str, Any]], dict[str, Any], int]:
     """(declarations, calling config, max output tokens), or GeminiError."""
-    if not isinstance(body, Mapping):
-        raise _invalid("Invalid JSON payload received.")
     _check_contents(body.get("contents"))
     declarations = _declarations(body)
     calling = _calling_config(body, {str(d["name"]) for d in declarations})
     generation = body.get("generationConfig") or {}
     max_tokens = generation.get("maxOutputTokens", info.max_output_tokens)
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise _invalid("generation_config.max_output_tokens must be a positive integer.")
     if max_tokens > info.max_output_tokens:
         raise _invalid(
             f"The max_output_tokens ({max_tokens}) exceeds the maximum allowed "
@@ -423,6 +391,7 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
         if not arrival.parsed:
             raise _invalid("Invalid JSON payload received.")
         body = camel_case_body(body)  # Vertex-style snake_case field names are accepted too
+        _checked(GENERATE, body)
         info = _model(model)
         cached = _cached_for(state, body, info, started_at)
         effective: Any = body
@@ -524,6 +493,7 @@ _RESOURCES: WeakKeyDictionary[EmulatorState, dict[str, CachedContent]] = WeakKey
 DEFAULT_TTL_SECONDS = 3600.0  # "1 hour" (Vertex docs; Gemini API: third-party quote)
 EXPLICIT_LABEL = "cachedContent"
 _EXPIRATION = ("ttl", "expireTime")
+LATEST_EXPIRY = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 _FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
@@ -538,8 +508,8 @@ def _timestamp(virtual: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _seconds(value: Any) -> float:
-    if not isinstance(value, str) or not value.endswith("s"):
+def _seconds(value: str) -> float:
+    if not value.endswith("s"):
         raise _invalid(f"Invalid value at 'cached_content.ttl' ({value!r}): expected e.g. '300s'")
     try:
         seconds = float(value[:-1])
@@ -550,10 +520,8 @@ def _seconds(value: Any) -> float:
     return seconds
 
 
-def _instant(value: Any) -> float:
+def _instant(value: str) -> float:
     """An RFC 3339 timestamp as virtual seconds (seconds after the Unix epoch)."""
-    if not isinstance(value, str):
-        raise _invalid(f"Invalid value at 'cached_content.expire_time' ({value!r})")
     text = _FRACTION.sub(r"\1", value.strip()).replace("Z", "+00:00")
     try:
         moment = datetime.fromisoformat(text)
@@ -576,6 +544,9 @@ def _expiration(body: Mapping[str, Any], now: float, *, required: bool) -> float
             raise _invalid("cached_content.ttl or cached_content.expire_time is required.")
         return None
     expires = now + _seconds(body["ttl"]) if given[0] == "ttl" else _instant(body["expireTime"])
+    if not expires < LATEST_EXPIRY:
+        # An RFC 3339 timestamp ends with year 9999 (a longer TTL cannot be shown either).
+        raise _invalid("cached_content.expire_time must be before year 10000.")
     if expires <= now:
         raise _invalid("cached_content.expire_time must be in the future.")
     return expires
@@ -607,15 +578,12 @@ def _cached_for(
 
 
 def create_cached_content(state: EmulatorState, body: Any, now: float) -> CachedContent:
-    if not isinstance(body, Mapping):
-        raise _invalid("Invalid JSON payload received.")
     body = camel_case_body(body)
+    _checked(CACHED_CONTENT, body)
     model = str(body.get("model", "")).removeprefix("models/")
     info = _model(model)
     fields = {k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body}
     contents = body.get("contents") or []
-    if contents:
-        _check_contents(contents)
     declarations = _declarations(body)
     rows = flatten({**fields, "contents": contents}, declarations, info.id, state.framing)
     tokens = sum(row.tokens for row in rows)
@@ -650,8 +618,7 @@ def create_cached_content(state: EmulatorState, body: Any, now: float) -> Cached
 
 def update_cached_content(state: EmulatorState, name: str, body: Any, now: float) -> CachedContent:
     """PATCH: "Updates CachedContent resource (only expiration is updatable)"."""
-    if not isinstance(body, Mapping):
-        raise _invalid("Invalid JSON payload received.")
+    _checked(CACHED_CONTENT, body)
     item = _resource(state, name, now)
     other = sorted(k for k in body if k not in _EXPIRATION and k != "name")
     if other:

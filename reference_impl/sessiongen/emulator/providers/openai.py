@@ -47,6 +47,7 @@ from ...tokens import (
     openai_responses_positions,
     server_tool_refusal,
 )
+from ..boundary import CHAT, RESPONSES, Violation, first_error
 from ..intake import Arrival
 from ..responder import allowed_reply, default_text, fit
 from ..state import EmulatorState, ScriptedResponse
@@ -105,31 +106,23 @@ def error_response(
 # --- flattening ----------------------------------------------------------------------------
 
 
-def _text_of(content: Any) -> str:
-    """The text of a Chat / Responses `content`: a string or a list of text parts."""
-    if content is None:
-        return ""
+def _text_of(content: str | list[Mapping[str, Any]] | None) -> str:
+    """The text of a (checked) Chat / Responses `content`: a string or a list of parts."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    raise OpenAIError(400, "Invalid type for 'content': expected a string or an array.")
+    return "".join(str(p.get("text", "")) for p in content or [])
 
 
 def _chat_positions(body: Mapping[str, Any], framing: bool = True) -> list[tuple[Any, int]]:
     # Counted by the one counter (`tokens.openai_chat_positions`), one count per position.
     positions: list[Any] = [*(body.get("tools") or []), *body["messages"]]
-    for message in body["messages"]:
-        _text_of(message.get("content"))  # the 400 for a content of the wrong type
     return list(zip(positions, openai_chat_positions(body, framing=framing), strict=True))
 
 
 def _responses_input(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    raw = body.get("input")
+    raw = body["input"]
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
-    if not isinstance(raw, list):
-        raise OpenAIError(400, "Missing required parameter: 'input'.", param="input")
     return [dict(item) for item in raw]
 
 
@@ -170,13 +163,6 @@ def retention(body: Mapping[str, Any], info: ModelInfo) -> str:
     value = body.get("prompt_cache_retention")
     if value is None:
         return "24h" if info.extended_retention else "in_memory"
-    if value not in ("in_memory", "24h"):
-        raise OpenAIError(
-            400,
-            f"Invalid value: '{value}'. Supported values are: 'in_memory' and '24h'.",
-            param="prompt_cache_retention",
-            code="invalid_value",
-        )
     if value == "24h" and not info.extended_retention:
         raise OpenAIError(
             400, RETENTION_UNSUPPORTED, param="prompt_cache_retention", code="invalid_parameter"
@@ -222,12 +208,32 @@ def flatten(
 # --- validation ----------------------------------------------------------------------------
 
 
-def _validate_common(body: Any) -> ModelInfo:
-    if not isinstance(body, dict):
-        raise OpenAIError(400, "The request body must be a JSON object.")
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise OpenAIError(400, "Missing required parameter: 'model'.", param="model")
+def _invalid(violation: Violation) -> OpenAIError:
+    """A body's first violation of its model (`boundary.CHAT` / `RESPONSES`) as the API
+    words such errors: a missing parameter, an empty array, a wrong type or value."""
+    param = violation.param()
+    if not param:
+        return OpenAIError(400, "The request body must be a JSON object.")
+    if violation.kind == "missing":
+        message, code = f"Missing required parameter: '{param}'.", "missing_required_parameter"
+    elif violation.kind == "too_short":
+        message = (
+            f"Invalid '{param}': empty array. Expected an array with minimum length 1, but "
+            "got an empty array instead."
+        )
+        code = "empty_array"
+    elif violation.kind.endswith("_type"):
+        message, code = f"Invalid type for '{param}': {violation.msg}.", "invalid_type"
+    else:
+        message, code = f"Invalid value for '{param}': {violation.msg}.", "invalid_value"
+    return OpenAIError(400, message, param=param, code=code)
+
+
+def _validate_common(body: Any, path: str) -> ModelInfo:
+    violation = first_error(CHAT if path == CHAT_PATH else RESPONSES, body)
+    if violation is not None:
+        raise _invalid(violation)
+    model = body["model"]
     try:
         info = get_model(model)
     except UnknownModel:
@@ -254,14 +260,9 @@ def _validate_common(body: Any) -> ModelInfo:
 
 
 def _validate_chat(body: dict[str, Any]) -> None:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise OpenAIError(400, "Missing required parameter: 'messages'.", param="messages")
     pending: list[str] = []
-    for i, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if role not in ("system", "developer", "user", "assistant", "tool"):
-            raise OpenAIError(400, f"Invalid value for 'messages[{i}].role'.", param="messages")
+    for i, message in enumerate(body["messages"]):
+        role = message["role"]
         if role == "tool":
             call_id = message.get("tool_call_id")
             if call_id not in pending:
@@ -344,7 +345,7 @@ def _reply(body: Mapping[str, Any], path: str, scripted: ScriptedResponse | None
 
 class _Outcome:
     def __init__(self, state: EmulatorState, body: dict[str, Any], path: str, now: float) -> None:
-        info = _validate_common(body)
+        info = _validate_common(body, path)
         if path == CHAT_PATH:
             _validate_chat(body)
         rule = implicit_rule(state, info, retention(body, info))
@@ -542,8 +543,6 @@ async def _handle(state: EmulatorState, request: Request, path: str) -> Response
     try:
         if not arrival.parsed:
             raise OpenAIError(400, "We could not parse the JSON body of your request.")
-        if path == RESPONSES_PATH:
-            _responses_input(body)
         outcome = _Outcome(state, body, path, started_at)
     except OpenAIError as exc:
         record(exc.status, None)

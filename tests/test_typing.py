@@ -24,7 +24,7 @@ REVEALS = {
     "generate": "reveal_type(SessionEngine.generate)",
     "usage": "reveal_type(GenerateResult.model_construct().usage.cache_read_tokens)",
     "script": "reveal_type(ScriptedLLMClient().requests)",
-    "status": "reveal_type(ProviderError('x').status)",
+    "status": "reveal_type(ProviderError('x').provider_status)",
 }
 B = r"(builtins\.)?"  # how mypy names a builtin depends on its version
 EXPECTED = {

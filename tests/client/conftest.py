@@ -76,7 +76,7 @@ class Driver:
         self.portal = portal
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self.client, name)
+        method: Callable[..., Any] = getattr(self.client, name)
         if isinstance(self.client, SessiongenClient):
             return method
         return lambda *args, **kwargs: self.portal.call(partial(method, *args, **kwargs))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ def test_every_route_of_the_openapi_document_has_a_client_method(
     reach are exactly the document's. A route added to the server (and the document) with
     no client method fails here; so does a method this test does not call."""
     sid = driver.create_session().id
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "health": lambda: driver.health(),
         "create_session": lambda: driver.create_session("forge"),
         "get_session": lambda: driver.get_session(sid),

@@ -6,11 +6,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
 import httpx2
 import pytest
+from anthropic.types import (
+    ContentBlock,
+    ContentBlockParam,
+    TextBlock,
+    TextBlockParam,
+    ToolUseBlock,
+    UserMessageParam,
+)
 from sessiongen.emulator import BackgroundServer, EmulatorState, create_app
 
 ASGI_URL = "http://emulator"
@@ -27,15 +35,27 @@ def filler(tokens: int, tag: str) -> str:
     return text + "x" * (tokens * 4 - len(text))
 
 
-def text_block(tokens: int, tag: str, ttl: str | None = None) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "text", "text": filler(tokens, tag)}
+def text_block(tokens: int, tag: str, ttl: Literal["5m", "1h"] | None = None) -> TextBlockParam:
+    block: TextBlockParam = {"type": "text", "text": filler(tokens, tag)}
     if ttl is not None:
         block["cache_control"] = {"type": "ephemeral", "ttl": ttl}
     return block
 
 
-def user(*blocks: dict[str, Any]) -> dict[str, Any]:
+def user(*blocks: ContentBlockParam) -> UserMessageParam:
     return {"role": "user", "content": list(blocks)}
+
+
+def text_of(block: ContentBlock) -> str:
+    """The text of a reply block that must be a text block."""
+    assert isinstance(block, TextBlock), block
+    return block.text
+
+
+def tool_use_id(block: ContentBlock) -> str:
+    """The id of a reply block that must be a tool_use block."""
+    assert isinstance(block, ToolUseBlock), block
+    return block.id
 
 
 def usage_tuple(usage: Any) -> tuple[int, int, int, int]:

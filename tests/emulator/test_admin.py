@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import anthropic
 import pytest
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from sessiongen.emulator import EmulatorState, create_app, sync_client
 
-from .conftest import MODEL, Emu, filler, text_block, user
+from .conftest import MODEL, Emu, filler, text_block, text_of, tool_use_id, user
 
 
 async def test_request_log_shape(emu: Emu) -> None:
     """`GET /_emulator/requests` -> {"requests": [...]}, each with id, virtual started_at,
     body as received, HTTP status and usage (null on errors)."""
     await emu.advance(12.5)
-    body = {"model": MODEL, "max_tokens": 16, "messages": [user(text_block(5, "q"))]}
-    message = await emu.client.messages.create(**body)  # type: ignore[arg-type]
+    body: MessageCreateParamsNonStreaming = {
+        "model": MODEL,
+        "max_tokens": 16,
+        "messages": [user(text_block(5, "q"))],
+    }
+    message = await emu.client.messages.create(**body)
     with pytest.raises(anthropic.NotFoundError):
         await emu.create(model="claude-nope", messages=[user(text_block(5, "q"))])
     first, second = await emu.requests()
@@ -54,14 +59,14 @@ async def test_script_queue_and_deterministic_ids(emu: Emu) -> None:
     first = await emu.create(messages=[user(text_block(5, "one"))], tools=tools)
     assert first.id == "msg_000001"
     assert [b.type for b in first.content] == ["text", "tool_use"]
-    assert first.content[1].id == "toolu_000001"  # type: ignore[union-attr]
+    assert tool_use_id(first.content[1]) == "toolu_000001"
     assert first.stop_reason == "tool_use"
     second = await emu.create(messages=[user(text_block(5, "two"))], tools=tools)
-    assert second.content[0].id == "toolu_custom"  # type: ignore[union-attr]
+    assert tool_use_id(second.content[0]) == "toolu_custom"
     third = await emu.create(messages=[user(text_block(5, "three"))])
-    assert (third.content[0].text, third.stop_reason) == ("Refused.", "refusal")  # type: ignore[union-attr]
+    assert (text_of(third.content[0]), third.stop_reason) == ("Refused.", "refusal")
     fourth = await emu.create(messages=[user({"type": "text", "text": "  plain   echo  "})])
-    assert fourth.content[0].text == "Emulated reply to: plain echo"  # type: ignore[union-attr]
+    assert text_of(fourth.content[0]) == "Emulated reply to: plain echo"
     assert [r["id"] for r in await emu.requests()] == [f"req_00000{i}" for i in range(1, 5)]
 
 
@@ -72,14 +77,14 @@ async def test_default_reply_stops_at_max_tokens(emu: Emu) -> None:
     )
     assert message.stop_reason == "max_tokens"
     assert message.usage.output_tokens == 3
-    assert message.content[0].text == "Emulated rep"  # 3 tokens = 12 bytes  # type: ignore[union-attr]
+    assert text_of(message.content[0]) == "Emulated rep"  # 3 tokens = 12 bytes
 
 
 async def test_stop_sequences(emu: Emu) -> None:
     """stop_sequences cut the reply before the sequence, stop_reason "stop_sequence"."""
     await emu.script({"text": "alpha END beta"})
     message = await emu.create(stop_sequences=["END"], messages=[user(text_block(5, "q"))])
-    assert (message.content[0].text, message.stop_reason, message.stop_sequence) == (  # type: ignore[union-attr]
+    assert (text_of(message.content[0]), message.stop_reason, message.stop_sequence) == (
         "alpha ",
         "stop_sequence",
         "END",
@@ -106,7 +111,7 @@ async def test_prewarm_does_not_consume_the_script(emu: Emu) -> None:
     await emu.script({"text": "Scripted."})
     await emu.create(max_tokens=0, messages=[user(text_block(5, "warmup"))])
     real = await emu.create(messages=[user(text_block(5, "q"))])
-    assert real.content[0].text == "Scripted."  # type: ignore[union-attr]
+    assert text_of(real.content[0]) == "Scripted."
 
 
 async def test_reset_clears_everything(emu: Emu) -> None:
@@ -123,7 +128,7 @@ async def test_reset_clears_everything(emu: Emu) -> None:
     message = await emu.create(system=system, messages=[user(text_block(5, "q"))])
     assert message.id == "msg_000001" and message._request_id == "req_000001"
     assert message.usage.cache_read_input_tokens == 0  # the cache is empty again
-    assert message.content[0].text.startswith("Emulated reply")  # type: ignore[union-attr]
+    assert text_of(message.content[0]).startswith("Emulated reply")
 
 
 async def test_cache_inspection_endpoint(emu: Emu) -> None:
@@ -178,6 +183,6 @@ def test_sync_client_runs_in_process() -> None:
             model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "stream"}]
         ) as stream:
             final = stream.get_final_message()
-    assert message.content[0].text == "Emulated reply to: sync"  # type: ignore[union-attr]
-    assert final.content[0].text == "Emulated reply to: stream"  # type: ignore[union-attr]
+    assert text_of(message.content[0]) == "Emulated reply to: sync"
+    assert text_of(final.content[0]) == "Emulated reply to: stream"
     assert [r["status"] for r in state.requests()] == [200, 200]

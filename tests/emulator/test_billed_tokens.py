@@ -16,6 +16,12 @@ from typing import Any
 
 import httpx2
 import pytest
+from anthropic.types import (
+    ImageBlockParam,
+    TextBlockParam,
+    ToolResultBlockParam,
+    ToolUseBlockParam,
+)
 from sessiongen._media_size import audio_seconds, image_size, pdf_pages, video_seconds
 from sessiongen.cache import get_model, list_models
 from sessiongen.emulator import EmulatorState, create_app
@@ -143,11 +149,13 @@ async def test_an_image_block_costs_its_formula_not_its_base64(emu: Emu) -> None
     """The emulator bills an image by its pixels (the header's width and height), however
     long its base64: a 200 x 200 PNG is 54 tokens."""
     await emu.billed()
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png"}}
-    image["source"]["data"] = b64(png(200, 200)) + "A" * 40_000  # padding: no more tokens
+    data = b64(png(200, 200)) + "A" * 40_000  # padding: no more tokens
+    image: ImageBlockParam = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": data},
+    }
     counted = await emu.client.messages.count_tokens(
-        model=MODEL,
-        messages=[user(image, {"type": "text", "text": "x"})],  # type: ignore[arg-type]
+        model=MODEL, messages=[user(image, {"type": "text", "text": "x"})]
     )
     framing = token_facts()["anthropic"]["message"]
     assert counted.input_tokens == 54 + 1 + framing
@@ -159,7 +167,7 @@ def test_a_pdf_document_costs_per_page() -> None:
     on two recorded one-page PDFs)."""
     pdf = b"%PDF-1.4 1 0 obj <</Type /Page>> 2 0 obj <</Type /Page>> 3 0 obj <</Type /Page>>"
     document = {"type": "document", "source": {"type": "base64", "data": b64(pdf)}}
-    body = {"model": MODEL, "messages": [user(document)]}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": [document]}]}
     per_page = token_facts()["anthropic"]["pdf_page_tokens"]
     assert count_model_body_tokens(body, framing=False) == 3 * per_page
 
@@ -218,7 +226,7 @@ async def test_a_request_that_would_trigger_compaction_is_refused(emu: Emu) -> N
     """The API summarises the conversation when its input reaches the compaction trigger (an
     extra sampling step, billed apart); the emulator does not model that, so it refuses the
     request with a 400 invalid_request_error naming what is not modelled."""
-    body = {
+    body: dict[str, Any] = {
         "model": MODEL,
         "max_tokens": 16,
         "context_management": {
@@ -454,14 +462,23 @@ def test_anthropic_framing_counts_messages_and_tool_call_ids() -> None:
     message, per system prompt, per tool call and tool result, whose ids are prompt text too
     (a recorded round trip adds 38 tokens for one empty tool call and a 6-letter result)."""
     facts = token_facts()["anthropic"]
-    text = {"type": "text", "text": "hi"}
+    text: TextBlockParam = {"type": "text", "text": "hi"}
     one = {"model": MODEL, "messages": [user(text)]}
     assert (
         count_model_body_tokens(one)
         == count_model_body_tokens(one, framing=False) + facts["message"]
     )
-    call = {"type": "tool_use", "id": "toolu_" + "x" * 24, "name": "f", "input": {}}
-    result = {"type": "tool_result", "tool_use_id": call["id"], "content": "Mexico"}
+    call: ToolUseBlockParam = {
+        "type": "tool_use",
+        "id": "toolu_" + "x" * 24,
+        "name": "f",
+        "input": {},
+    }
+    result: ToolResultBlockParam = {
+        "type": "tool_result",
+        "tool_use_id": call["id"],
+        "content": "Mexico",
+    }
     turn = {
         "model": MODEL,
         "messages": [user(text), {"role": "assistant", "content": [call]}, user(result)],

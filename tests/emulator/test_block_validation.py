@@ -5,6 +5,7 @@ answers in public reports unless marked UNCONFIRMED."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -23,7 +24,7 @@ EXPECTED_TAGS = (
 )
 
 
-def body(*messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
+def body(*messages: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
     return {"model": MODEL, "max_tokens": 32, "messages": list(messages), **fields}
 
 
@@ -46,7 +47,7 @@ async def test_unknown_block_type_is_rejected(emu: Emu) -> None:
     the expected tags: 'bash_code_execution_tool_result', …" (the wording and the first tag
     as quoted in public reports of API answers; the rest of the tag list UNCONFIRMED: here the
     `ContentBlockParam` union of the SDK, sorted)."""
-    message = await rejected(emu, body(user({"type": "bogus", "text": "hi"})))
+    message = await rejected(emu, body(user({"type": "bogus", "text": "hi"})))  # type: ignore[typeddict-item]
     assert message == (
         "messages.0.content.0: Input tag 'bogus' found using 'type' does not match any of the "
         f"expected tags: {EXPECTED_TAGS}"
@@ -69,7 +70,7 @@ async def test_unknown_block_type_in_a_later_assistant_block_names_its_path(emu:
 async def test_text_block_without_text_is_rejected(emu: Emu) -> None:
     """ "messages.N.content.M.text.text: Field required" (the union's tag in the path; quoted
     in public reports of API answers)."""
-    message = await rejected(emu, body(user({"type": "text"})))
+    message = await rejected(emu, body(user({"type": "text"})))  # type: ignore[arg-type]
     assert message == "messages.0.content.0.text.text: Field required"
 
 
@@ -108,7 +109,7 @@ async def test_system_block_text_must_be_a_string(
 async def test_count_tokens_applies_the_same_rules(emu: Emu) -> None:
     """`count_tokens` validates its messages like `/v1/messages` (UNCONFIRMED: the docs give
     the two endpoints the same `messages` parameter)."""
-    payload = {"model": MODEL, "messages": [user({"type": "text", "text": None})]}
+    payload = {"model": MODEL, "messages": [user({"type": "text", "text": None})]}  # type: ignore[typeddict-item]
     message = await rejected(emu, payload, "/v1/messages/count_tokens")
     assert message == "messages.0.content.0.text.text: Input should be a valid string"
 
@@ -117,11 +118,12 @@ async def test_rejected_block_leaves_the_cache_and_logs_a_400(emu: Emu) -> None:
     """Validation happens before the cache is touched: a cacheable prefix followed by a bad
     block writes nothing, so the valid request afterwards writes it fresh."""
     prefix = text_block(1100, "p", "5m")
-    await rejected(emu, body(user(prefix, {"type": "text"})))
+    await rejected(emu, body(user(prefix, {"type": "text"})))  # type: ignore[arg-type]
     ok = await emu.client.messages.create(
         model=MODEL, max_tokens=32, messages=[user(prefix, text_block(5, "q"))]
     )
     assert ok.usage.cache_read_input_tokens == 0
+    assert ok.usage.cache_creation_input_tokens is not None
     assert ok.usage.cache_creation_input_tokens > 0
     logged = await emu.requests()
     assert [(r["status"], r["usage"]) for r in logged][0] == (400, None)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from anthropic.types import MessageParam, TextBlockParam
+
 from .conftest import MODEL, PREFILL_MODEL, Emu, filler, text_block, usage_tuple, user
 
 BLOCK = 200  # tokens per block: block 10 ends at 2,000 tokens, above the 1,024 minimum
 
 
-def turn(n_blocks: int, breakpoints: tuple[int, ...]) -> list[dict[str, Any]]:
+def turn(n_blocks: int, breakpoints: tuple[int, ...]) -> list[MessageParam]:
     """One user message of `n_blocks` stable blocks with markers on the given 1-based blocks."""
     return [
         user(
@@ -77,7 +79,10 @@ async def test_writes_happen_only_at_breakpoints(emu: Emu) -> None:
         message = await emu.create(messages=[user(*static, varying)])
         assert message.usage.cache_read_input_tokens == 0
         assert message.usage.cache_creation_input_tokens == 1520
-    fixed = [*static[:4], {**static[4], "cache_control": {"type": "ephemeral"}}]
+    fixed: list[TextBlockParam] = [
+        *static[:4],
+        {**static[4], "cache_control": {"type": "ephemeral"}},
+    ]
     await emu.create(messages=[user(*fixed, text_block(20, "t=3"))])
     again = await emu.create(messages=[user(*fixed, text_block(20, "t=4"))])
     assert usage_tuple(again.usage) == (1500, 0, 0, 20)
@@ -235,6 +240,8 @@ async def test_usage_sums_to_total_input(emu: Emu) -> None:
             usage.cache_creation_input_tokens
             == creation.ephemeral_5m_input_tokens + creation.ephemeral_1h_input_tokens
         )
+        assert usage.cache_read_input_tokens is not None
+        assert usage.cache_creation_input_tokens is not None
         total = (
             usage.cache_read_input_tokens + usage.cache_creation_input_tokens + usage.input_tokens
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import anthropic
 import httpx2
 import pytest
+from anthropic.types.message_create_params import MessageCreateParamsBase
 
 from .conftest import MODEL, Emu, text_block, user
 
@@ -120,12 +121,16 @@ async def test_an_invalid_body_kind_is_a_200_the_sdk_cannot_read(emu: Emu, strea
     retried: the status was a success), and the request is logged once."""
     await emu.fault(kind="invalid-body")
     with pytest.raises(Exception) as caught:  # the SDK's own decode error
-        params = {"model": MODEL, "max_tokens": 16, "messages": [user(text_block(5, "q"))]}
+        params: MessageCreateParamsBase = {
+            "model": MODEL,
+            "max_tokens": 16,
+            "messages": [user(text_block(5, "q"))],
+        }
         if stream:
-            async with emu.client.messages.stream(**params) as events:  # type: ignore[arg-type]
+            async with emu.client.messages.stream(**params) as events:
                 await events.get_final_message()
         else:
-            await emu.client.messages.create(**params)  # type: ignore[arg-type]
+            await emu.client.messages.create(**params)
     assert not isinstance(caught.value, anthropic.APIStatusError)
     assert [r["status"] for r in await emu.requests()] == [200]
 

@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from .conftest import MODEL, Emu, text_block, usage_tuple, user
+from .conftest import MODEL, Emu, text_block, text_of, usage_tuple, user
 
 SYSTEM = [text_block(1100, "held", "5m")]  # above the 1,024-token minimum: it writes
 GUARD = 30.0  # seconds; only a broken emulator gets near it
@@ -64,14 +64,16 @@ async def test_only_the_next_n_messages_requests_are_held(emu: Emu) -> None:
     assert await emu.hold_status() == {"pending": 2, "waiting": 0}
     plain = asyncio.create_task(emu.create(messages=[user(text_block(5, "a"))]))
     streamed = asyncio.create_task(
-        emu.create(messages=[user(text_block(5, "b"))], stream=True)  # headers held too
+        emu.client.messages.create(  # headers held too
+            model=MODEL, max_tokens=64, messages=[user(text_block(5, "b"))], stream=True
+        )
     )
     await emu.until_waiting(2)
     free = await emu.create(messages=[user(text_block(5, "free"))])
     assert free._request_id == "req_000004"
     assert not plain.done() and not streamed.done()
     assert await emu.release() == 2
-    assert (await plain).content[0].text == "Emulated reply to: " + text_block(5, "a")["text"]  # type: ignore[union-attr]
+    assert text_of((await plain).content[0]) == "Emulated reply to: " + text_block(5, "a")["text"]
     events = [event.type async for event in await streamed]
     assert events[0] == "message_start" and events[-1] == "message_stop"
     assert await emu.hold_status() == {"pending": 0, "waiting": 0}
@@ -108,7 +110,7 @@ async def test_reset_releases_and_clears_holds(emu: Emu) -> None:
     assert (await emu.admin.get("/_emulator/cache")).json()["entries"] == []
     after = await emu.create(messages=[user(text_block(5, "after"))])  # not held
     assert after._request_id == "req_000001"
-    assert after.content[0].text == "For the next request."  # type: ignore[union-attr]
+    assert text_of(after.content[0]) == "For the next request."
 
 
 async def test_a_cancelled_in_process_request_stops_waiting(emu: Emu) -> None:

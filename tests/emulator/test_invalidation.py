@@ -47,7 +47,8 @@ async def read_after(emu: Emu, changed: dict[str, Any]) -> int:
     first = await emu.create(**base())
     assert first.usage.cache_creation_input_tokens == 3300
     message = await emu.create(**changed)
-    read: int = message.usage.cache_read_input_tokens
+    read = message.usage.cache_read_input_tokens
+    assert read is not None
     return read
 
 

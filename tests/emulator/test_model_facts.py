@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import anthropic
 import pytest
+from anthropic import Omit, omit
+from anthropic.types import ToolChoiceParam, ToolParam
 from sessiongen.cache import get_model, list_models
 from sessiongen.emulator.state import LIFETIME_DEFAULTS
 from sessiongen.llm.types import LLMMessage, LLMRequest, SystemPart, TextContent
@@ -188,7 +190,8 @@ async def test_new_tokenizer_counts_more_and_the_engine_agrees(emu: Emu) -> None
     assert message.usage.input_tokens == 1300 + 3
 
 
-TOOL = {"name": "t", "description": "", "input_schema": {"type": "object"}}
+TOOL: ToolParam = {"name": "t", "description": "", "input_schema": {"type": "object"}}
+TOOL_CHOICES: dict[str, ToolChoiceParam] = {"none": {"type": "none"}, "any": {"type": "any"}}
 
 
 @pytest.mark.parametrize(("choice", "overhead"), [(None, 497), ("none", 497), ("any", 589)])
@@ -197,12 +200,9 @@ async def test_tool_use_system_prompt_setting(emu: Emu, choice: str | None, over
     for the model that enables tool use" (AD:about-claude/pricing; Sonnet 4.6: 497 tokens
     for `auto`, `none`, 589 for `any`, `tool`). With `tool_prompt` on, it is input."""
     await emu.admin.post("/_emulator/config", json={"tool_prompt": True})
-    extra = {} if choice is None else {"tool_choice": {"type": choice}}
+    tool_choice: ToolChoiceParam | Omit = omit if choice is None else TOOL_CHOICES[choice]
     counted = await emu.client.messages.count_tokens(
-        model=MODEL,
-        tools=[TOOL],  # type: ignore[list-item]
-        messages=[user(text_block(10, "q"))],
-        **extra,  # type: ignore[arg-type]
+        model=MODEL, tools=[TOOL], messages=[user(text_block(10, "q"))], tool_choice=tool_choice
     )
     assert counted.input_tokens == overhead + 1 + 5 + 10
     plain = await emu.client.messages.count_tokens(
@@ -216,11 +216,11 @@ async def test_tool_use_system_prompt_counts_toward_the_minimum(emu: Emu) -> Non
     reaches the 1,024-token minimum ("Shorter prompts cannot be cached, even if marked with
     cache_control"). Whether the API counts it there is UNCONFIRMED."""
     messages = [user(text_block(600, "min", "5m"))]
-    below = await emu.create(tools=[TOOL], messages=messages)  # type: ignore[list-item]
+    below = await emu.create(tools=[TOOL], messages=messages)
     assert usage_tuple(below.usage) == (0, 0, 0, 606)
     await emu.admin.post("/_emulator/config", json={"tool_prompt": True})
     await emu.set_time(1000)
-    reached = await emu.create(tools=[TOOL], messages=messages)  # type: ignore[list-item]
+    reached = await emu.create(tools=[TOOL], messages=messages)
     assert usage_tuple(reached.usage) == (0, 0, 497 + 606, 0)
 
 

@@ -8,6 +8,7 @@ import json
 
 import anthropic
 import pytest
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
 from .conftest import MODEL, Emu, text_block, user
 
@@ -38,7 +39,7 @@ async def test_headers_sent_by_the_sdk_are_logged(emu: Emu) -> None:
     message = await emu.client.messages.create(
         model=MODEL,
         max_tokens=8,
-        messages=[user(text_block(5, "q"))],  # type: ignore[list-item]
+        messages=[user(text_block(5, "q"))],
         extra_headers={"X-Session-Affinity": "ses_42", "x-trace": "t-1"},
     )
     (entry,) = await emu.requests()
@@ -102,9 +103,13 @@ async def test_raw_body_of_a_body_that_is_not_json(emu: Emu) -> None:
 async def test_two_requests_compare_byte_for_byte(emu: Emu) -> None:
     """The SDK sends the same params as the same bytes, so raw_body tells identical
     requests from ones whose parsed bodies merely compare equal."""
-    params = {"model": MODEL, "max_tokens": 8, "messages": [user(text_block(5, "same"))]}
-    await emu.client.messages.create(**params)  # type: ignore[arg-type]
-    await emu.client.messages.create(**params)  # type: ignore[arg-type]
+    params: MessageCreateParamsNonStreaming = {
+        "model": MODEL,
+        "max_tokens": 8,
+        "messages": [user(text_block(5, "same"))],
+    }
+    await emu.client.messages.create(**params)
+    await emu.client.messages.create(**params)
     reordered = json.dumps(dict(reversed(list(params.items())))).encode()
     await emu.admin.post(
         "/v1/messages", content=reordered, headers={"content-type": "application/json"}

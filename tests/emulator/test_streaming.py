@@ -9,6 +9,8 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
+from anthropic.types import ToolParam
+from anthropic.types.message_create_params import MessageCreateParamsBase
 
 from .conftest import MODEL, Emu, text_block, user
 
@@ -17,7 +19,11 @@ SCRIPT = {
     "text": "Let me check both files for you.",
     "tool_calls": [{"name": "read_file", "input": SCRIPT_INPUT}],
 }
-TOOL = {"name": "read_file", "description": "Read a file.", "input_schema": {"type": "object"}}
+TOOL: ToolParam = {
+    "name": "read_file",
+    "description": "Read a file.",
+    "input_schema": {"type": "object"},
+}
 
 
 def shape(content: Any) -> list[tuple[Any, ...]]:
@@ -88,14 +94,14 @@ async def test_sdk_stream_helper_builds_the_final_message(emu: Emu) -> None:
     """The SDK's `messages.stream(...).get_final_message()` accumulates the events into the same
     message a non-streaming call returns (text, tool_use input from partial JSON, usage)."""
     await emu.script(SCRIPT, SCRIPT)
-    params = {
+    params: MessageCreateParamsBase = {
         "model": MODEL,
         "max_tokens": 256,
         "tools": [TOOL],
         "messages": [user(text_block(5, "q"))],
     }
-    plain = await emu.client.messages.create(**params)  # type: ignore[arg-type]
-    async with emu.client.messages.stream(**params) as stream:  # type: ignore[arg-type]
+    plain = await emu.client.messages.create(**params)
+    async with emu.client.messages.stream(**params) as stream:
         final = await stream.get_final_message()
     assert shape(final.content) == shape(plain.content)
     assert final.stop_reason == plain.stop_reason == "tool_use"

@@ -5,10 +5,12 @@ says UNCONFIRMED and what the emulator chose."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import anthropic
 import pytest
+from anthropic.types import ToolResultBlockParam
 from sessiongen.cache import get_model, list_models
 from sessiongen.tokens import count_model_body_tokens, scale_tokens
 
@@ -42,7 +44,7 @@ def thinking(tokens: int, tag: str) -> dict[str, Any]:
     return {"type": "thinking", "thinking": filler(tokens, tag), "signature": f"sig-{tag}"}
 
 
-def weather_turns(*, with_thinking: bool) -> dict[str, list[dict[str, Any]]]:
+def weather_turns(*, with_thinking: bool) -> dict[str, list[Mapping[str, Any]]]:
     """The docs' example (AD:build-with-claude/thinking#thinking-and-prompt-caching): request 2
     (a tool result) and request 3 (a new user text), optionally without the thinking blocks."""
     first = [thinking(THOUGHT_1, "thought-1")] if with_thinking else []
@@ -52,7 +54,7 @@ def weather_turns(*, with_thinking: bool) -> dict[str, list[dict[str, Any]]]:
         "role": "assistant",
         "content": [*first, {"type": "tool_use", "id": "toolu_01", "name": "weather", "input": {}}],
     }
-    result = {
+    result: ToolResultBlockParam = {
         "type": "tool_result",
         "tool_use_id": "toolu_01",
         "content": filler(50, "18C"),
@@ -343,9 +345,10 @@ async def test_system_message_placements_rejected(
 
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}
 ANSWER, THANKS = 20, 10
+TTL = Literal["5m", "1h"]
 
 
-def searched(system_ttl: str | None, thanks_ttl: str | None = None) -> dict[str, Any]:
+def searched(system_ttl: TTL | None, thanks_ttl: TTL | None = None) -> dict[str, Any]:
     """A conversation with one web search in its history; markers as given."""
     result = {
         "type": "web_search_tool_result",

@@ -33,7 +33,7 @@ PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUh
 
 
 def said(role: str, *content: Any) -> LLMMessage:
-    return LLMMessage(role=role, content=content)  # type: ignore[arg-type]
+    return LLMMessage(role=role, content=content)
 
 
 def question(text: str = "What is in src/app.py?") -> LLMMessage:
@@ -169,7 +169,9 @@ def test_override_model_covers_aliases_and_always_restores() -> None:
 async def test_the_scripted_client_bills_a_reply_as_the_emulator_does(emu: Emu) -> None:
     """The scripted test double counts its reply's output (text and tool calls) with the same
     counter as the emulator's responder."""
-    calls = (("toolu_1", "read_file", {"path": "src/app.py", "lines": [1, 20]}),)
+    calls: tuple[tuple[str, str, dict[str, object]], ...] = (
+        ("toolu_1", "read_file", {"path": "src/app.py", "lines": [1, 20]}),
+    )
     scripted = ScriptedLLMClient([ScriptedReply.calling(*calls, text="Reading it now.")])
     double = await scripted.generate(REQUESTS["plain text"])
     await emu.script(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from typing import TYPE_CHECKING
 
 import pytest
 from sessiongen.errors import ProviderOverloaded, ProviderStreamInterrupted
@@ -26,6 +27,12 @@ from sessiongen.llm.types import (
 )
 from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedReply
 from sessiongen.tokens import count_request_tokens, count_text_tokens
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+    from openai import AsyncOpenAI
+    from sessiongen.llm.anthropic import AnthropicLLMClient
+    from sessiongen.llm.openai import OpenAILLMClient
 
 
 def request(text: str = "hello there") -> LLMRequest:
@@ -205,6 +212,9 @@ def test_doubles_satisfy_the_protocol() -> None:
 async def test_leaving_async_with_closes_a_client_the_adapter_built(adapter: str) -> None:
     """`async with` (sessiongen._resource.AsyncResource) calls `aclose()`: a client the
     adapter built is closed, one the caller passed in is left open."""
+    built: AnthropicLLMClient | OpenAILLMClient
+    given: AnthropicLLMClient | OpenAILLMClient
+    given_sdk: AsyncAnthropic | AsyncOpenAI
     if adapter == "anthropic":
         from anthropic import AsyncAnthropic
         from sessiongen.llm.anthropic import AnthropicLLMClient

@@ -4,6 +4,7 @@ provider call, and leaves the store exactly as it was."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -143,7 +144,7 @@ async def test_a_small_body_limit_refuses_before_parsing(lab: EmulatorLab) -> No
         body = assert_problem(response, 413, "request-too-large")
         assert body["title"] == "RequestTooLarge" and "64 bytes" in body["detail"]
 
-        async def chunks():  # no Content-Length: counted while read
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted while read
             for _ in range(10):
                 yield b"z" * 10
 

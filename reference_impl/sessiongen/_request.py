@@ -10,66 +10,18 @@ Hooks see the request as it will be sent, except for the breakpoints.
 
 from __future__ import annotations
 
-import operator
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ._context import Snapshot
 from ._transcript import join_llm_messages, to_llm_messages
-from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy, block_count, remember_block_count
+from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .llm.types import LLMMessage, LLMRequest, SystemPart, ToolChoice
 from .model import Message
 
 Operation = Literal["step", "generate", "compaction"]
 RequestShape = Callable[[LLMRequest], LLMRequest]
-LOWERING_CACHE_SIZE = 64
-"""How many sessions' lowered histories one preparation keeps."""
-
-
-@dataclass(frozen=True)
-class _Lowered:
-    history: tuple[Message, ...]
-    messages: tuple[LLMMessage, ...]
-    blocks: int
-    """How many content blocks `messages` hold (a merge at the seam moves none)."""
-
-
-class _LoweringCache:
-    """Each session's last active history with its provider messages.
-
-    A later history that starts with the same message objects (the store hands out the
-    same immutable messages until one changes) is lowered by converting only what follows;
-    anything else is converted whole. Identity, not equality, decides, so a changed message
-    can never be served from here."""
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[str, _Lowered] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def lower(self, key: str, history: tuple[Message, ...]) -> _Lowered:
-        entry = self._entries.get(key)
-        if entry is not None and entry.history is history:
-            return entry
-        if entry is not None and _starts_with(history, entry.history):
-            more = to_llm_messages(history[len(entry.history) :])
-            messages = join_llm_messages(entry.messages, more)
-            lowered = _Lowered(history, messages, entry.blocks + block_count(more))
-        else:
-            messages = to_llm_messages(history)
-            lowered = _Lowered(history, messages, block_count(messages))
-        with self._lock:
-            self._entries[key] = lowered
-            self._entries.move_to_end(key)
-            while len(self._entries) > LOWERING_CACHE_SIZE:
-                self._entries.popitem(last=False)
-        return lowered
-
-
-def _starts_with(history: tuple[Message, ...], prefix: tuple[Message, ...]) -> bool:
-    return len(prefix) <= len(history) and all(map(operator.is_, prefix, history))
 
 
 @dataclass(frozen=True)
@@ -109,14 +61,11 @@ class SessionModelRequest:
 
     hooks: Sequence[RequestHook] = ()
     cache_policy: CachePolicy = field(default=DEFAULT_CACHE_POLICY)
-    _lowering: _LoweringCache = field(
-        default_factory=_LoweringCache, init=False, repr=False, compare=False
-    )
 
     def lower_history(self, snapshot: Snapshot) -> tuple[LLMMessage, ...]:
-        """`to_llm_messages(snapshot.history)`, converting only what is new since the
-        session's previous snapshot."""
-        return self._lowering.lower(snapshot.session.id, snapshot.history).messages
+        """`to_llm_messages(snapshot.history)`: the snapshot's own lowering (converted once
+        per session state, and then only what is new)."""
+        return snapshot.lowered
 
     def build(
         self,
@@ -132,10 +81,9 @@ class SessionModelRequest:
             SystemPart(text=text) for text in (agent.system, snapshot.instructions.baseline) if text
         )
         last_step = operation == "step" and step is not None and step >= agent.steps
-        history = self._lowering.lower(snapshot.session.id, snapshot.history)
-        more = to_llm_messages(transient)
-        messages = join_llm_messages(history.messages, more)
-        remember_block_count(messages, history.blocks + block_count(more))
+        messages = snapshot.lowered
+        if transient:
+            messages = join_llm_messages(messages, to_llm_messages(transient))
         request = LLMRequest(
             model=agent.model.id,
             system=system,
@@ -186,5 +134,5 @@ class SessionModelRequest:
             request = hook(request, info)
         anchor = None
         if warming:
-            anchor = self._lowering.lower(snapshot.session.id, snapshot.history).blocks - 1
+            anchor = snapshot.lowered.blocks - 1
         return self.cache_policy(request, anchor=anchor, ttl=snapshot.agent.cache_ttl)

@@ -82,6 +82,10 @@ Content = Annotated[
 class LLMMessage(FrozenModel):
     """One provider message. Tool results travel in user messages, as on Anthropic."""
 
+    __slots__ = ("_tokens",)
+    """Its token counts by model, once counted (`_transcript.message_counts`): not a field,
+    so no part of its value, equality, copies or serialisation."""
+
     role: Literal["user", "assistant"]
     content: tuple[Content, ...]
 

@@ -10,8 +10,9 @@ from functools import cached_property
 
 from ._instructions import AssembledInstructions, InstructionFiles, assemble, resolve
 from ._store import SessionStore
-from ._transcript import ActiveRange, LLMMessages, active_range, lower_history
+from ._transcript import ActiveRange, LLMMessages, active_range, join_llm_messages, lower_history
 from .errors import AgentNotFound
+from .llm.types import LLMMessage
 from .model import Agent, AssistantMessage, Message, PendingInput, Session
 from .tools import Tool, ToolRegistry
 
@@ -45,6 +46,13 @@ class Snapshot:
         if self.active is not None and self.active.history is self.history:
             return self.active.lowered
         return lower_history(self.history, None)
+
+    def join(self, tail: tuple[LLMMessage, ...]) -> LLMMessages:
+        """`join_llm_messages(self.lowered, tail)`: the active range's own join (kept for
+        the same tail again), or joined here."""
+        if self.active is not None and self.active.history is self.history:
+            return self.active.join(tail)
+        return join_llm_messages(self.lowered, tail)
 
 
 class SessionContext:

@@ -15,13 +15,39 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ._context import Snapshot
-from ._transcript import join_llm_messages, to_llm_messages
+from ._transcript import LLMMessages, to_llm_messages
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .llm.types import LLMMessage, LLMRequest, SystemPart, ToolChoice
 from .model import Message
 
 Operation = Literal["step", "generate", "compaction"]
 RequestShape = Callable[[LLMRequest], LLMRequest]
+
+
+TRANSIENT_LOWERINGS = 16
+"""How many transient message sequences' lowerings one preparation keeps."""
+
+
+class _TransientLowerings:
+    """The lowerings of the transient messages a preparation was last given, by value (the
+    messages are immutable and compared whole): the same prompt again, as a warming ping
+    or a repeated question sends it, is the same provider messages, which keep their token
+    counts and marked variants. Replaced whole, never edited, so threads share it."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[Message, ...], LLMMessages] = {}
+
+    def lower(self, transient: Sequence[Message]) -> LLMMessages:
+        key = tuple(transient)
+        try:
+            found = self._known.get(key)
+        except TypeError:  # an unhashable part (a tool call's input): converted each time
+            return to_llm_messages(key)
+        if found is None:
+            found = to_llm_messages(key)
+            kept = list(self._known.items())[-(TRANSIENT_LOWERINGS - 1) :]
+            self._known = {**dict(kept), key: found}
+        return found
 
 
 @dataclass(frozen=True)
@@ -61,6 +87,9 @@ class SessionModelRequest:
 
     hooks: Sequence[RequestHook] = ()
     cache_policy: CachePolicy = field(default=DEFAULT_CACHE_POLICY)
+    _transient: _TransientLowerings = field(
+        default_factory=lambda: _TransientLowerings(), init=False, repr=False, compare=False
+    )
 
     def lower_history(self, snapshot: Snapshot) -> tuple[LLMMessage, ...]:
         """`to_llm_messages(snapshot.history)`: the snapshot's own lowering (converted once
@@ -83,7 +112,7 @@ class SessionModelRequest:
         last_step = operation == "step" and step is not None and step >= agent.steps
         messages = snapshot.lowered
         if transient:
-            messages = join_llm_messages(messages, to_llm_messages(transient))
+            messages = snapshot.join(self._transient.lower(transient))
         request = LLMRequest(
             model=agent.model.id,
             system=system,

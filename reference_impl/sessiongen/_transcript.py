@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, count
 from operator import attrgetter, is_, is_not
+from typing import TYPE_CHECKING, Any
 
 from .llm.types import (
     Content,
@@ -28,6 +29,25 @@ from .model import (
 )
 
 SUMMARY_PREFIX = "Summary of the conversation so far:\n"
+
+if TYPE_CHECKING:
+    kept = cached_property
+else:
+
+    class kept:
+        """`functools.cached_property` without its lock (Python 3.11 takes one on every
+        first read): computed at the first read and kept on the instance. Two threads may
+        both compute it; each gets the same value."""
+
+        def __init__(self, compute: Any) -> None:
+            self.compute, self.name = compute, compute.__name__
+            self.__doc__ = compute.__doc__
+
+        def __get__(self, instance: Any, owner: Any = None) -> Any:
+            if instance is None:
+                return self
+            value = instance.__dict__[self.name] = self.compute(instance)
+            return value
 
 
 def _blocks(message: Message) -> list[tuple[str, list[Content]]]:
@@ -99,6 +119,8 @@ class LLMMessages(tuple[LLMMessage, ...]):
 
     base: tuple[LLMMessage, ...] | None = None
     keep: int = 0
+    tail: LLMMessages | None = None
+    """Its messages from `keep` on, when they are a tuple that owns its facts too."""
     history: tuple[Message, ...] | None = None
     carried: Carried | None = None
     """A history lowered from an earlier one: that one's token totals (its own dict, filled
@@ -109,7 +131,7 @@ class LLMMessages(tuple[LLMMessage, ...]):
     def __reduce__(self) -> tuple[type[tuple[LLMMessage, ...]], tuple[tuple[LLMMessage, ...]]]:
         return (tuple, (tuple(self),))  # a copy or pickle is a plain tuple: nothing owned
 
-    @cached_property
+    @kept
     def blocks(self) -> int:
         """How many content blocks the messages hold."""
         if self.base is not None:
@@ -117,25 +139,27 @@ class LLMMessages(tuple[LLMMessage, ...]):
             return kept + sum_blocks(self[self.keep :])
         return sum_blocks(self)
 
-    @cached_property
+    @kept
     def tokens(self) -> dict[str, int | None]:
         """Token totals by model, as `_compaction` counts them (filled there)."""
         return {}
 
-    @cached_property
-    def marked(self) -> dict[tuple[tuple[int, ...], object], LLMMessages]:
-        """Variants with cache marks placed, by (blocks, mark), as `cache_policy` places
-        them (filled there; replaced whole, never edited, so threads share it safely)."""
+    @kept
+    def marked(self) -> dict[tuple[tuple[int, ...], tuple[object, ...]], LLMMessages]:
+        """Variants with cache marks placed, by (blocks, the mark's fields), as
+        `cache_policy` places them (filled there; replaced whole, never edited, so threads share it safely)."""
         return {}
 
     @classmethod
     def derive(
-        cls, base: tuple[LLMMessage, ...], keep: int, tail: Iterable[LLMMessage]
+        cls, base: tuple[LLMMessage, ...], keep: int, tail: tuple[LLMMessage, ...]
     ) -> LLMMessages:
         """`base[:keep]` followed by `tail`, knowing so."""
         head = base if keep == len(base) else base[:keep]
         derived = cls(tuple.__add__(head, tuple(tail)))  # C-level copies, not iteration
         derived.base, derived.keep = base, keep
+        if isinstance(tail, LLMMessages):
+            derived.tail = tail
         return derived
 
 
@@ -206,6 +230,10 @@ def _starts_with(history: tuple[Message, ...], prefix: tuple[Message, ...]) -> b
     return len(prefix) <= len(history) and all(map(is_, prefix, history))
 
 
+JOINS_KEPT = 2
+"""How many joins of its lowered history with transient messages a range keeps."""
+
+
 @dataclass(frozen=True)
 class ActiveRange:
     """Where active history lies in a session's messages: from `start` (the latest
@@ -232,6 +260,22 @@ class ActiveRange:
         """`history` as provider messages, owned by this range (so by the session's state
         in its context): converted once, and from `prior` where it extends it."""
         return lower_history(self.history, self.prior)
+
+    def join(self, tail: tuple[LLMMessage, ...]) -> LLMMessages:
+        """`join_llm_messages(self.lowered, tail)`, kept for the last few tails (by value):
+        the same transient messages on the same history (a warming ping, a repeated
+        question) are the same provider messages, with their token counts and marked
+        variants, and copy nothing again."""
+        joins: dict[tuple[LLMMessage, ...], LLMMessages] = self.__dict__.get("joins", {})
+        try:
+            found = joins.get(tail)
+        except TypeError:  # an unhashable block (a tool call's input): joined each time
+            return join_llm_messages(self.lowered, tail)
+        if found is None:
+            found = join_llm_messages(self.lowered, tail)
+            kept = list(joins.items())[-(JOINS_KEPT - 1) :]
+            self.__dict__["joins"] = {**dict(kept), tail: found}  # replaced whole
+        return found
 
     def _latest_lowering(self) -> LLMMessages | None:
         lowered = self.__dict__.get("lowered")

@@ -56,7 +56,7 @@ def mark_blocks(
         return messages
     if not isinstance(messages, LLMMessages):
         return _marked(messages, blocks, mark)
-    key = (blocks, mark)
+    key = (blocks, tuple(mark.__dict__.values()))  # the mark's value, cheaper than its hash
     found = messages.marked.get(key)
     if found is not None:
         return found
@@ -65,16 +65,16 @@ def mark_blocks(
         keep = messages.keep
         before = block_count(messages) - sum_blocks(messages[keep:])
         head = mark_blocks(base, tuple(b for b in blocks if b < before), mark)
-        tail = _marked(messages[keep:], tuple(b - before for b in blocks if b >= before), mark)
-        result = LLMMessages.derive(head, keep, tail)
+        own = tuple(b - before for b in blocks if b >= before)
+        tail = messages.tail
+        marked_tail = (
+            _marked(messages[keep:], own, mark) if tail is None else mark_blocks(tail, own, mark)
+        )
+        result = LLMMessages.derive(head, keep, marked_tail)
     else:
         result = LLMMessages(_marked(messages, blocks, mark))
-        variants = messages.marked
-        kept = list(variants.items())[-(MARKED_VARIANTS - 1) :]
-        messages.marked = {
-            **dict(kept),
-            key: result,
-        }  # replaced whole: readers never see it half made
+    kept = list(messages.marked.items())[-(MARKED_VARIANTS - 1) :]
+    messages.marked = {**dict(kept), key: result}  # replaced whole: never seen half made
     # A mark moves no block and costs no token: the variant shares what its origin knows.
     result.__dict__["blocks"] = messages.blocks
     result.__dict__["tokens"] = messages.tokens

@@ -4,6 +4,7 @@ record a durable compaction marker; later history starts at the summary."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ._context import Snapshot
 from ._request import SessionModelRequest
@@ -50,9 +51,11 @@ def _count_message(message: LLMMessage, model: str) -> int | None:
     counts = message_counts(message)
     if model in counts:
         return counts[model]
-    from .llm.anthropic_wire import lower_request  # as `count_request_tokens` imports it
+    from .llm.anthropic_wire import lower_message  # as `count_request_tokens` imports it
 
-    body = lower_request(LLMRequest(model=model, messages=(message,)))
+    # The body of a request with this message alone (as `lower_request` lowers it; its
+    # `max_tokens` counts nothing, so it is left out).
+    body: dict[str, Any] = {"model": model, "messages": [lower_message(message)]}
     thinking = any(b.get("type") in _THINKING for m in body["messages"] for b in m["content"])
     tokens = None if thinking else count_model_body_tokens(body)
     counts[model] = tokens
@@ -78,12 +81,15 @@ _heads: dict[tuple[object, ...], int] = {}
 
 def _head_tokens(request: LLMRequest) -> int:
     """The tokens of the request's tools and system parts (its positions before the
-    messages): a function of the model, the system texts and each tool's name, description
-    and schema alone (marks cost nothing), so kept by those."""
+    messages): a function of the model, the system texts, each tool's name, description
+    and schema, and the tool choice (the tool-use system prompt depends on its type) alone
+    (marks cost nothing), so kept by those."""
+    choice = request.tool_choice
     key = (
         request.model,
         tuple(part.text for part in request.system),
-        tuple((t.name, t.description, repr(t.input_schema)) for t in request.tools),
+        tuple(t.content_key() for t in request.tools),
+        None if choice is None else choice.type,
     )
     tokens = _heads.get(key)
     if tokens is None:

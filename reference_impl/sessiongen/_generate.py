@@ -96,6 +96,9 @@ def apply_tools_policy(policy: ToolsPolicy, request: LLMRequest) -> LLMRequest:
     return request
 
 
+_SHAPES = {policy: partial(apply_tools_policy, policy) for policy in ToolsPolicy}
+
+
 @dataclass(frozen=True)
 class PreparedGenerate:
     """The request generate would send, with the snapshot it was prepared from."""
@@ -145,7 +148,7 @@ class SessionGenerate:
             transient=transient,
             tag=tag,
             warming=warming,
-            shape=partial(apply_tools_policy, policy),
+            shape=_SHAPES[policy],
         )
         check_fits(snapshot, request)
         return PreparedGenerate(

@@ -128,6 +128,12 @@ class LLMMessages(tuple[LLMMessage, ...]):
     that was counted, when the earlier one never was); it keeps no reference to the earlier
     tuple, so a long-lived session holds no chain of them."""
 
+    def __hash__(self) -> int:  # kept: a tuple's hash visits every message each time
+        found: int | None = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = tuple.__hash__(self)
+        return found
+
     def __reduce__(self) -> tuple[type[tuple[LLMMessage, ...]], tuple[tuple[LLMMessage, ...]]]:
         return (tuple, (tuple(self),))  # a copy or pickle is a plain tuple: nothing owned
 

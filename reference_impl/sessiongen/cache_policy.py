@@ -133,7 +133,7 @@ def _place(
     budget = MAX_BREAKPOINTS
     tools = list(request.tools)
     if tools:
-        tools[-1] = tools[-1].model_copy(update={"cache": mark})
+        tools[-1] = tools[-1].with_cache(mark)
         budget -= 1
     total = block_count(request.messages)
     blocks = sorted({b for b in message_blocks if 0 <= b < total})

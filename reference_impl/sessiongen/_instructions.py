@@ -41,9 +41,10 @@ _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 INSTRUCTION_FILES = 1024
 """How many instruction files' texts one context keeps (the first kept dropped first)."""
 RACY_NS = 2_000_000_000
-"""A file changed this recently before it was read may change again within the timestamp
-granularity of its file system (often a few milliseconds) without its stat changing: it is
-read again until its stat is older than this."""
+"""A file modified this recently before it was read may be modified again within the
+timestamp granularity of its file system (a few milliseconds; two seconds on FAT) without
+its modification time changing: it is read again until its modification time is older than
+this (git's "racily clean" entries, the same answer)."""
 
 
 class InstructionFiles:
@@ -51,7 +52,8 @@ class InstructionFiles:
 
     A file's text is kept with its stat signature (modification time in nanoseconds, size,
     inode, change time: an edit, a replacement or a permission change each moves one) and
-    served while the file's signature is the same. Owned by one `SessionContext`; shared by
+    served while the file's signature is the same, unless it was modified within `RACY_NS`
+    of being read. Owned by one `SessionContext`; shared by
     the threads that select through it (a dict replaced per file, under a lock)."""
 
     def __init__(self) -> None:
@@ -75,7 +77,7 @@ class InstructionFiles:
         with open(path, encoding="utf-8") as file:
             text = file.read()
         with self._lock:
-            if max(stat.st_mtime_ns, stat.st_ctime_ns) < now - RACY_NS:
+            if stat.st_mtime_ns < now - RACY_NS:
                 self._texts[path] = (signature, text)
                 while len(self._texts) > INSTRUCTION_FILES:
                     del self._texts[next(iter(self._texts))]

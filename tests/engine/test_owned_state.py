@@ -302,9 +302,9 @@ async def test_prepared_requests_equal_ones_prepared_from_scratch_after_every_ch
     for turn in range(2):
         other.append(session, lambda revision, turn=turn: _turn(revision, f"elsewhere {turn}"))
     check()
-    engine.preparation.prepare(engine.select(session), operation="step", step=1)
-    other.append(session, lambda revision: _turn(revision, "after a step"))
-    other.append(session, lambda revision: _turn(revision, "and another"))
+    for text in ("before a step", "after a step"):  # the history between is never counted
+        other.append(session, lambda revision, text=text: _turn(revision, text))
+        engine.preparation.prepare(engine.select(session), operation="step", step=1)
     check()
     # An instruction file edited: the pending update is appended (until a Step commits it).
     instructions.write_text("Prefer large functions.\n")

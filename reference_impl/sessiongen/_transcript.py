@@ -265,7 +265,9 @@ class ActiveRange:
     def lowered(self) -> LLMMessages:
         """`history` as provider messages, owned by this range (so by the session's state
         in its context): converted once, and from `prior` where it extends it."""
-        return lower_history(self.history, self.prior)
+        lowered = lower_history(self.history, self.prior)
+        object.__setattr__(self, "prior", None)  # used: the range keeps its own lowering only
+        return lowered
 
     def join(self, tail: tuple[LLMMessage, ...]) -> LLMMessages:
         """`join_llm_messages(self.lowered, tail)`, kept for the last few tails (by value):

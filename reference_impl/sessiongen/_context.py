@@ -52,7 +52,7 @@ class Snapshot:
         the same tail again), or joined here."""
         if self.active is not None and self.active.history is self.history:
             return self.active.join(tail)
-        return join_llm_messages(self.lowered, tail)
+        return join_llm_messages(self.lowered, tail) if tail else self.lowered
 
 
 class SessionContext:

@@ -153,7 +153,8 @@ class LLMMessages(tuple[LLMMessage, ...]):
     @kept
     def marked(self) -> dict[tuple[tuple[int, ...], tuple[object, ...]], LLMMessages]:
         """Variants with cache marks placed, by (blocks, the mark's fields), as
-        `cache_policy` places them (filled there; replaced whole, never edited, so threads share it safely)."""
+        `cache_policy` places them (filled there; replaced whole, never edited, so threads
+        share it safely)."""
         return {}
 
     @classmethod
@@ -274,6 +275,8 @@ class ActiveRange:
         the same transient messages on the same history (a warming ping, a repeated
         question) are the same provider messages, with their token counts and marked
         variants, and copy nothing again."""
+        if not tail:
+            return self.lowered
         joins: dict[tuple[LLMMessage, ...], LLMMessages] = self.__dict__.get("joins", {})
         try:
             found = joins.get(tail)

@@ -269,7 +269,8 @@ def _same(ours: LLMRequest, theirs: LLMRequest) -> None:
 
 
 def _age(path: Path, seconds: float) -> None:
-    """Set the file's times `seconds` into the past (a stat older than the racy window)."""
+    """Move the file's modification time `seconds` into the past (older than the racy
+    window), or into the future for a negative `seconds`."""
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns - int(seconds * 1e9)))
 
@@ -471,6 +472,7 @@ def test_a_file_changed_within_the_racy_window_is_read_every_time(
     reads = Reads(monkeypatch)
     path = tmp_path / "AGENTS.md"
     path.write_text("Use tabs.\n")
+    _age(path, -60)  # modified "now" for the next minute, however slow this machine is
     files = InstructionFiles()
     for _ in range(3):
         assert files.read(str(path)) == "Use tabs.\n"

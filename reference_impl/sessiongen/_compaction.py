@@ -3,14 +3,13 @@ record a durable compaction marker; later history starts at the summary."""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
-from functools import partial
+from typing import Any
 
 from ._context import Snapshot
 from ._request import SessionModelRequest
 from ._store import SessionStore
-from ._transcript import Messages, derivation
+from ._transcript import LLMMessages, message_counts
 from .errors import ContextOverflow
 from .llm.client import LLMClient, collect
 from .llm.types import LLMMessage, LLMRequest
@@ -37,44 +36,30 @@ def context_window(request: LLMRequest) -> int:
 # `count_request_tokens` lowers and counts a whole request. Its count is a sum over wire
 # positions, each counted and scaled by the model alone, except that prior-turn thinking
 # may be dropped (which depends on the messages after it). So for a request without thinking
-# blocks the count is the request without messages plus each message counted on its own,
-# and a message's count never changes: it is kept, by model, for as long as the (immutable)
-# message lives. Anything else is counted whole.
+# blocks the count is the request without messages plus each message counted on its own.
+# A message's count never changes: the (immutable) message keeps it, by model
+# (`message_counts`); a message tuple keeps its total (`LLMMessages.tokens`), and one made
+# from another (a history with a transient tail, a history one turn longer) is counted as
+# that one's total with its own few messages changed. Anything else is counted whole.
 
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 _WHOLE_BODY_KEYS = frozenset({"model", "messages", "system", "tools"})
-_counts: dict[str, dict[int, int]] = {}  # model -> id(message) -> tokens
-_thinking: set[int] = set()  # ids of messages that lower to thinking blocks
-_watched: dict[int, weakref.ref[LLMMessage]] = {}  # forgets a message when it dies
-
-
-def _forget(key: int, ref: weakref.ref[LLMMessage]) -> None:
-    if _watched.get(key) is ref:
-        del _watched[key]
-        _thinking.discard(key)
-        for counts in _counts.values():
-            counts.pop(key, None)
 
 
 def _count_message(message: LLMMessage, model: str) -> int | None:
     """One message's tokens as part of a request to `model`; None if it lowers to thinking."""
-    key = id(message)
-    ref = _watched.get(key)
-    if ref is None or ref() is not message:
-        _watched[key] = weakref.ref(message, partial(_forget, key))
-        _thinking.discard(key)
-        for counts in _counts.values():
-            counts.pop(key, None)
-    by_id = _counts.setdefault(model, {})
-    if key in by_id:
-        return None if key in _thinking else by_id[key]
-    from .llm.anthropic_wire import lower_request  # as `count_request_tokens` imports it
+    counts = message_counts(message)
+    if model in counts:
+        return counts[model]
+    from .llm.anthropic_wire import lower_message  # as `count_request_tokens` imports it
 
-    body = lower_request(LLMRequest(model=model, messages=(message,)))
-    if any(b.get("type") in _THINKING for m in body["messages"] for b in m["content"]):
-        _thinking.add(key)
-    by_id[key] = count_model_body_tokens(body)
-    return None if key in _thinking else by_id[key]
+    # The body of a request with this message alone (as `lower_request` lowers it; its
+    # `max_tokens` counts nothing, so it is left out).
+    body: dict[str, Any] = {"model": model, "messages": [lower_message(message)]}
+    thinking = any(b.get("type") in _THINKING for m in body["messages"] for b in m["content"])
+    tokens = None if thinking else count_model_body_tokens(body)
+    counts[model] = tokens
+    return tokens
 
 
 def request_tokens(request: LLMRequest) -> int:
@@ -96,12 +81,15 @@ _heads: dict[tuple[object, ...], int] = {}
 
 def _head_tokens(request: LLMRequest) -> int:
     """The tokens of the request's tools and system parts (its positions before the
-    messages): a function of the model, the system texts and each tool's name, description
-    and schema alone (marks cost nothing), so kept by those."""
+    messages): a function of the model, the system texts, each tool's name, description
+    and schema, and the tool choice (the tool-use system prompt depends on its type) alone
+    (marks cost nothing), so kept by those."""
+    choice = request.tool_choice
     key = (
         request.model,
         tuple(part.text for part in request.system),
-        tuple((t.name, t.description, repr(t.input_schema)) for t in request.tools),
+        tuple(t.content_key() for t in request.tools),
+        None if choice is None else choice.type,
     )
     tokens = _heads.get(key)
     if tokens is None:
@@ -112,50 +100,47 @@ def _head_tokens(request: LLMRequest) -> int:
     return tokens
 
 
-TOTALS = 32
-_totals: dict[int, tuple[Messages, str, int | None]] = {}
-
-
-def _messages_tokens(messages: Messages, model: str) -> int | None:
-    """The sum of the messages' own counts; None if one lowers to thinking. Taken from a
-    noted derivation when there is one, else message by message."""
-    known = _totals.get(id(messages))
-    if known is not None and known[0] is messages and known[1] == model:
-        _totals[id(messages)] = _totals.pop(id(messages))  # the last used go last
-        return known[2]
-    derived = derivation(messages)
+def _messages_tokens(messages: tuple[LLMMessage, ...], model: str) -> int | None:
+    """The sum of the messages' own counts; None if one lowers to thinking. An
+    `LLMMessages` keeps its sum, and derives it from what it was made from."""
+    if not isinstance(messages, LLMMessages):
+        return _sum_messages(messages, model)
+    totals = messages.tokens
+    if model in totals:
+        return totals[model]
     total: int | None
-    if derived is not None:
-        total = _messages_tokens(derived.source, model)
-        if total is not None and not derived.marks_only:
-            for sign, group in ((-1, derived.removed), (1, derived.added)):
-                for message in group:
-                    tokens = _count_message(message, model)
-                    if tokens is None:
-                        return None
-                    total += sign * tokens
+    if messages.base is not None:
+        base, keep = messages.base, messages.keep
+        total = _changed(_messages_tokens(base, model), base[keep:], messages[keep:], model)
+    elif messages.carried is not None and model in messages.carried[0]:
+        before, removed, added = messages.carried
+        total = _changed(before[model], removed, added, model)
     else:
         total = _sum_messages(messages, model)
-    _totals.pop(id(messages), None)
-    _totals[id(messages)] = (messages, model, total)
-    while len(_totals) > TOTALS:
-        del _totals[next(iter(_totals))]
+    totals[model] = total
     return total
 
 
-def _sum_messages(messages: Messages, model: str) -> int | None:
-    ids = list(map(id, messages))
-    if _thinking and not _thinking.isdisjoint(ids):
+def _changed(
+    total: int | None,
+    removed: tuple[LLMMessage, ...],
+    added: tuple[LLMMessage, ...],
+    model: str,
+) -> int | None:
+    """`total` without the counts of `removed` and with those of `added`."""
+    if total is None:
         return None
-    known = list(map(_counts.get(model, {}).get, ids))
-    if None in known:
-        for i, tokens in enumerate(known):
+    for sign, group in ((-1, removed), (1, added)):
+        for message in group:
+            tokens = _count_message(message, model)
             if tokens is None:
-                tokens = _count_message(messages[i], model)
-                if tokens is None:
-                    return None
-                known[i] = tokens
-    return sum(known)  # type: ignore[arg-type]
+                return None
+            total += sign * tokens
+    return total
+
+
+def _sum_messages(messages: tuple[LLMMessage, ...], model: str) -> int | None:
+    return _changed(0, (), messages, model)
 
 
 def compaction_required(snapshot: Snapshot, request: LLMRequest) -> bool:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
-from ._instructions import AssembledInstructions, assemble, resolve
+from ._instructions import AssembledInstructions, InstructionFiles, assemble, resolve
 from ._store import SessionStore
-from ._transcript import ActiveRange, active_range
+from ._transcript import ActiveRange, LLMMessages, active_range, join_llm_messages, lower_history
 from .errors import AgentNotFound
+from .llm.types import LLMMessage
 from .model import Agent, AssistantMessage, Message, PendingInput, Session
 from .tools import Tool, ToolRegistry
 
@@ -34,6 +36,23 @@ class Snapshot:
     history: tuple[Message, ...]
     revision: int
     pending: tuple[PendingInput, ...]
+    active: ActiveRange | None = field(default=None, repr=False, compare=False)
+    """The session's active range `history` was taken from (it owns the lowering)."""
+
+    @cached_property
+    def lowered(self) -> LLMMessages:
+        """`history` as provider messages: the active range's own lowering (converted once
+        per session state, and then only what is new), or converted here."""
+        if self.active is not None and self.active.history is self.history:
+            return self.active.lowered
+        return lower_history(self.history, None)
+
+    def join(self, tail: tuple[LLMMessage, ...]) -> LLMMessages:
+        """`join_llm_messages(self.lowered, tail)`: the active range's own join (kept for
+        the same tail again), or joined here."""
+        if self.active is not None and self.active.history is self.history:
+            return self.active.join(tail)
+        return join_llm_messages(self.lowered, tail) if tail else self.lowered
 
 
 class SessionContext:
@@ -46,6 +65,8 @@ class SessionContext:
         # Each session's last active range: the next one looks only at changed messages.
         self._ranges: OrderedDict[str, ActiveRange] = OrderedDict()
         self._lock = threading.Lock()
+        self.files = InstructionFiles()
+        """The instruction files this context read, each read again only when it changed."""
 
     def _active_range(self, session_id: str, messages: tuple[Message, ...]) -> ActiveRange:
         previous = self._ranges.get(session_id)
@@ -70,13 +91,15 @@ class SessionContext:
         agent = self.agents.get(record.session.agent)
         if agent is None:
             raise AgentNotFound(record.session.agent, known=self.agents)
-        sources = resolve(agent, record.session.workspace)
+        sources = resolve(agent, record.session.workspace, self.files)
+        active = self._active_range(session_id, record.messages)
         return Snapshot(
             session=record.session,
             agent=agent,
             tools=self.tools.permitted(agent.tools),
             instructions=assemble(sources, record.instructions),
-            history=self._active_range(session_id, record.messages).history,
+            history=active.history,
             revision=record.session.revision,
             pending=record.pending,
+            active=active,
         )

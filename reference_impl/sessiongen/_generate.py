@@ -59,6 +59,8 @@ class ToolsPolicy(StrEnum):
 
 
 DEFAULT_TOOLS_POLICY = ToolsPolicy.DEFINITIONS
+APPENDED_KEPT = 16
+"""How many (instruction update, prompt) pairs' appended messages a generator keeps."""
 
 
 class ToolResult(FrozenModel):
@@ -94,6 +96,9 @@ def apply_tools_policy(policy: ToolsPolicy, request: LLMRequest) -> LLMRequest:
     return request
 
 
+_SHAPES = {policy: partial(apply_tools_policy, policy) for policy in ToolsPolicy}
+
+
 @dataclass(frozen=True)
 class PreparedGenerate:
     """The request generate would send, with the snapshot it was prepared from."""
@@ -117,6 +122,7 @@ class SessionGenerate:
         self.preparation = preparation
         self.llm = llm
         self.tools = tools
+        self._appended: dict[tuple[str | None, str], tuple[Message, ...]] = {}
 
     def prepare(
         self,
@@ -135,24 +141,35 @@ class SessionGenerate:
         if tag is not None and not isinstance(tag, str):
             raise InvalidArgument(f"tag must be a string or None, not {type(tag).__name__}")
         snapshot = self.context.select(session_id)
-        transient: list[Message] = []
-        if snapshot.instructions.update is not None:
-            transient.append(
-                InstructionMessage(id="transient-update", text=snapshot.instructions.update)
-            )
-        transient.append(UserMessage(id="transient-prompt", parts=(TextPart(text=prompt),)))
+        transient = self._transient(snapshot.instructions.update, prompt)
         request = self.preparation.prepare(
             snapshot,
             operation="generate",
             transient=transient,
             tag=tag,
             warming=warming,
-            shape=partial(apply_tools_policy, policy),
+            shape=_SHAPES[policy],
         )
         check_fits(snapshot, request)
         return PreparedGenerate(
             request, policy, snapshot.revision, snapshot.session.workspace, snapshot.agent.tools
         )
+
+    def _transient(self, update: str | None, prompt: str) -> tuple[Message, ...]:
+        """The messages generate appends (a pending instruction update, then the prompt).
+        The last few are kept by their texts, so a prompt sent again is the same messages
+        (whose provider messages keep their token counts and marked variants)."""
+        key = (update, prompt)
+        found = self._appended.get(key)
+        if found is None:
+            made: list[Message] = []
+            if update is not None:
+                made.append(InstructionMessage(id="transient-update", text=update))
+            made.append(UserMessage(id="transient-prompt", parts=(TextPart(text=prompt),)))
+            found = tuple(made)
+            kept = list(self._appended.items())[-(APPENDED_KEPT - 1) :]
+            self._appended = {**dict(kept), key: found}  # replaced whole: threads share it
+        return found
 
     async def generate(
         self,

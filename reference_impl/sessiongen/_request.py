@@ -10,66 +10,44 @@ Hooks see the request as it will be sent, except for the breakpoints.
 
 from __future__ import annotations
 
-import operator
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ._context import Snapshot
-from ._transcript import join_llm_messages, to_llm_messages
-from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy, block_count, remember_block_count
+from ._transcript import LLMMessages, to_llm_messages
+from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .llm.types import LLMMessage, LLMRequest, SystemPart, ToolChoice
 from .model import Message
 
 Operation = Literal["step", "generate", "compaction"]
 RequestShape = Callable[[LLMRequest], LLMRequest]
-LOWERING_CACHE_SIZE = 64
-"""How many sessions' lowered histories one preparation keeps."""
 
 
-@dataclass(frozen=True)
-class _Lowered:
-    history: tuple[Message, ...]
-    messages: tuple[LLMMessage, ...]
-    blocks: int
-    """How many content blocks `messages` hold (a merge at the seam moves none)."""
+TRANSIENT_LOWERINGS = 16
+"""How many transient message sequences' lowerings one preparation keeps."""
 
 
-class _LoweringCache:
-    """Each session's last active history with its provider messages.
-
-    A later history that starts with the same message objects (the store hands out the
-    same immutable messages until one changes) is lowered by converting only what follows;
-    anything else is converted whole. Identity, not equality, decides, so a changed message
-    can never be served from here."""
+class _TransientLowerings:
+    """The lowerings of the transient messages a preparation was last given, by value (the
+    messages are immutable and compared whole): the same prompt again, as a warming ping
+    or a repeated question sends it, is the same provider messages, which keep their token
+    counts and marked variants. Replaced whole, never edited, so threads share it."""
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[str, _Lowered] = OrderedDict()
-        self._lock = threading.Lock()
+        self._known: dict[tuple[Message, ...], LLMMessages] = {}
 
-    def lower(self, key: str, history: tuple[Message, ...]) -> _Lowered:
-        entry = self._entries.get(key)
-        if entry is not None and entry.history is history:
-            return entry
-        if entry is not None and _starts_with(history, entry.history):
-            more = to_llm_messages(history[len(entry.history) :])
-            messages = join_llm_messages(entry.messages, more)
-            lowered = _Lowered(history, messages, entry.blocks + block_count(more))
-        else:
-            messages = to_llm_messages(history)
-            lowered = _Lowered(history, messages, block_count(messages))
-        with self._lock:
-            self._entries[key] = lowered
-            self._entries.move_to_end(key)
-            while len(self._entries) > LOWERING_CACHE_SIZE:
-                self._entries.popitem(last=False)
-        return lowered
-
-
-def _starts_with(history: tuple[Message, ...], prefix: tuple[Message, ...]) -> bool:
-    return len(prefix) <= len(history) and all(map(operator.is_, prefix, history))
+    def lower(self, transient: Sequence[Message]) -> LLMMessages:
+        key = tuple(transient)
+        try:
+            found = self._known.get(key)
+        except TypeError:  # an unhashable part (a tool call's input): converted each time
+            return to_llm_messages(key)
+        if found is None:
+            found = to_llm_messages(key)
+            kept = list(self._known.items())[-(TRANSIENT_LOWERINGS - 1) :]
+            self._known = {**dict(kept), key: found}
+        return found
 
 
 @dataclass(frozen=True)
@@ -109,14 +87,14 @@ class SessionModelRequest:
 
     hooks: Sequence[RequestHook] = ()
     cache_policy: CachePolicy = field(default=DEFAULT_CACHE_POLICY)
-    _lowering: _LoweringCache = field(
-        default_factory=_LoweringCache, init=False, repr=False, compare=False
+    _transient: _TransientLowerings = field(
+        default_factory=lambda: _TransientLowerings(), init=False, repr=False, compare=False
     )
 
     def lower_history(self, snapshot: Snapshot) -> tuple[LLMMessage, ...]:
-        """`to_llm_messages(snapshot.history)`, converting only what is new since the
-        session's previous snapshot."""
-        return self._lowering.lower(snapshot.session.id, snapshot.history).messages
+        """`to_llm_messages(snapshot.history)`: the snapshot's own lowering (converted once
+        per session state, and then only what is new)."""
+        return snapshot.lowered
 
     def build(
         self,
@@ -132,10 +110,9 @@ class SessionModelRequest:
             SystemPart(text=text) for text in (agent.system, snapshot.instructions.baseline) if text
         )
         last_step = operation == "step" and step is not None and step >= agent.steps
-        history = self._lowering.lower(snapshot.session.id, snapshot.history)
-        more = to_llm_messages(transient)
-        messages = join_llm_messages(history.messages, more)
-        remember_block_count(messages, history.blocks + block_count(more))
+        messages = snapshot.lowered
+        if transient:
+            messages = snapshot.join(self._transient.lower(transient))
         request = LLMRequest(
             model=agent.model.id,
             system=system,
@@ -186,5 +163,5 @@ class SessionModelRequest:
             request = hook(request, info)
         anchor = None
         if warming:
-            anchor = self._lowering.lower(snapshot.session.id, snapshot.history).blocks - 1
+            anchor = snapshot.lowered.blocks - 1
         return self.cache_policy(request, anchor=anchor, ttl=snapshot.agent.cache_ttl)

@@ -13,10 +13,9 @@ Extra breakpoints add no cost: writes are billed up to the last breakpoint eithe
 
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Protocol
 
-from ._transcript import note_derived
+from ._transcript import LLMMessages, block_count, share_counts, sum_blocks
 from .llm.types import (
     CacheMark,
     CacheTTL,
@@ -25,8 +24,6 @@ from .llm.types import (
     ReasoningContent,
     TextContent,
 )
-
-_CONTENT = attrgetter("content")
 
 
 class CachePolicy(Protocol):
@@ -38,52 +35,78 @@ class CachePolicy(Protocol):
         ...
 
 
-def _mark_block(
-    messages: tuple[LLMMessage, ...], index: int, mark: CacheMark
+MARKED_VARIANTS = 4
+"""How many marked variants of one message tuple it keeps (`LLMMessages.marked`)."""
+
+
+def mark_blocks(
+    messages: tuple[LLMMessage, ...], blocks: tuple[int, ...], mark: CacheMark
 ) -> tuple[LLMMessage, ...]:
-    """`messages` with block `index` marked: only the message holding it is copied (the rest
-    are immutable and shared). Searched from the end, where breakpoints go."""
-    end = block_count(messages)
-    marked_messages = _marked(messages, index, mark, end)
-    remember_block_count(marked_messages, end)  # a mark moves no block
-    return marked_messages
+    """`messages` with each of `blocks` (global content block indexes, ascending, each in
+    range) marked with `mark`: only the messages holding one are copied (the rest are
+    immutable and shared).
+
+    An `LLMMessages` made from another (`base[:keep]` and a tail of its own: a request's
+    history and its transient messages) has the base's variant with the marks that fall in
+    it, which the base keeps (so a history is marked once for all the requests that share
+    it), and only its own tail is marked here. Either way the result is the same messages
+    with the same marks, and shares the token counts of the messages it marks (a mark is
+    no content)."""
+    if not blocks:
+        return messages
+    if not isinstance(messages, LLMMessages):
+        return _marked(messages, blocks, mark)
+    key = (blocks, tuple(mark.__dict__.values()))  # the mark's value, cheaper than its hash
+    found = messages.marked.get(key)
+    if found is not None:
+        return found
+    base = messages.base
+    if base is not None:
+        keep = messages.keep
+        before = block_count(messages) - sum_blocks(messages[keep:])
+        head = mark_blocks(base, tuple(b for b in blocks if b < before), mark)
+        own = tuple(b - before for b in blocks if b >= before)
+        tail = messages.tail
+        marked_tail = (
+            _marked(messages[keep:], own, mark) if tail is None else mark_blocks(tail, own, mark)
+        )
+        result = LLMMessages.derive(head, keep, marked_tail)
+    else:
+        result = LLMMessages(_marked(messages, blocks, mark))
+    kept = list(messages.marked.items())[-(MARKED_VARIANTS - 1) :]
+    messages.marked = {**dict(kept), key: result}  # replaced whole: never seen half made
+    # A mark moves no block and costs no token: the variant shares what its origin knows.
+    result.__dict__["blocks"] = messages.blocks
+    result.__dict__["tokens"] = messages.tokens
+    result.carried = messages.carried
+    return result
 
 
 def _marked(
-    messages: tuple[LLMMessage, ...], index: int, mark: CacheMark, end: int
+    messages: tuple[LLMMessage, ...], blocks: tuple[int, ...], mark: CacheMark
 ) -> tuple[LLMMessage, ...]:
+    """Full placement: `messages` with `blocks` marked, searched from the end, where
+    breakpoints go; each message holding one is copied once, with its token counts."""
+    if not blocks:
+        return messages
+    result = list(messages)
+    wanted = sorted(blocks, reverse=True)
+    end = block_count(messages)
     for i in range(len(messages) - 1, -1, -1):
+        if not wanted:
+            break
         message = messages[i]
         start = end - len(message.content)
-        if start <= index < end:
+        if wanted[0] >= start:
             content = list(message.content)
-            content[index - start] = content[index - start].model_copy(update={"cache": mark})
+            while wanted and wanted[0] >= start:
+                at = wanted.pop(0) - start
+                content[at] = content[at].model_copy(update={"cache": mark})
             marked = message.model_copy(update={"content": tuple(content)})
-            result = (*messages[:i], marked, *messages[i + 1 :])
-            note_derived(result, messages, (message,), (marked,), marks_only=True)
-            return result
+            share_counts(message, marked)
+            result[i] = marked
         end = start
-    return messages
-
-
-_last_count: tuple[tuple[LLMMessage, ...], int] = ((), 0)
-
-
-def remember_block_count(messages: tuple[LLMMessage, ...], blocks: int) -> None:
-    """Tell `block_count` the answer for `messages` (the caller built them and knows it)."""
-    global _last_count
-    _last_count = (messages, blocks)
-
-
-def block_count(messages: tuple[LLMMessage, ...]) -> int:
-    """How many content blocks `messages` hold. A policy asks this of the same messages
-    several times, so the last answer is kept (for that one tuple, by identity)."""
-    last = _last_count
-    if last[0] is messages:
-        return last[1]
-    blocks = sum(map(len, map(_CONTENT, messages)))
-    remember_block_count(messages, blocks)
-    return blocks
+    return tuple(result)
 
 
 def previous_request_tail(messages: tuple[LLMMessage, ...]) -> int | None:
@@ -110,7 +133,7 @@ def _place(
     budget = MAX_BREAKPOINTS
     tools = list(request.tools)
     if tools:
-        tools[-1] = tools[-1].model_copy(update={"cache": mark})
+        tools[-1] = tools[-1].with_cache(mark)
         budget -= 1
     total = block_count(request.messages)
     blocks = sorted({b for b in message_blocks if 0 <= b < total})
@@ -119,9 +142,7 @@ def _place(
         if budget > len(blocks):  # the message blocks come first
             system[i] = system[i].model_copy(update={"cache": mark})
             budget -= 1
-    messages = request.messages
-    for block in blocks[-budget:] if budget else []:
-        messages = _mark_block(messages, block, mark)
+    messages = mark_blocks(request.messages, tuple(blocks[-budget:] if budget else ()), mark)
     return request.model_copy(
         update={"tools": tuple(tools), "system": tuple(system), "messages": messages}
     )

@@ -397,9 +397,13 @@ def body_positions(body: Mapping[str, Any]) -> list[int]:
     """The byte-based count of each position of a Messages wire body, in prefix order (one
     per tool definition, system block and message content block, `body_layout`): the
     positions the cache model flattens, so `sum(body_positions(b)) == count_body_tokens(b)`."""
+    return _layout_counts(body_layout(body))
+
+
+def _layout_counts(layout: list[tuple[str, Mapping[str, Any], bool]]) -> list[int]:
     return [
         count_tool_definition_tokens(block) if section == "tools" else count_content_tokens(block)
-        for section, block, _ in body_layout(body)
+        for section, block, _ in layout
     ]
 
 
@@ -456,9 +460,19 @@ def model_positions(
     `framing` the template's tokens are left out (the bare byte-based count: "4 bytes a
     token" arithmetic, for experiments and tests that need it). An unknown model is counted
     unscaled and without a tool prompt."""
+    return _model_positions(counts, body_layout(body), body, tool_prompt, framing)
+
+
+def _model_positions(
+    counts: list[int],
+    layout: list[tuple[str, Mapping[str, Any], bool]],
+    body: Mapping[str, Any],
+    tool_prompt: bool,
+    framing: bool,
+) -> list[int]:
+    """`model_positions` with the body's layout (`body_layout`) already made."""
     from .cache.catalog import UnknownModel, get_model  # the cache package imports this one
 
-    layout = body_layout(body)
     if len(layout) != len(counts):  # not this body's positions: scale only
         layout = [("messages", {}, False)] * len(counts)
     try:
@@ -510,8 +524,8 @@ def count_model_body_tokens(
     """Input tokens of a Messages wire body for its model (`model_positions`): what the
     emulator's `count_tokens` answers and its `usage` adds up to (with the same
     `tool_prompt` and `framing` settings)."""
-    counts = body_positions(body)
-    return sum(model_positions(counts, body, tool_prompt=tool_prompt, framing=framing))
+    layout = body_layout(body)  # made once, for the counts and the model's share
+    return sum(_model_positions(_layout_counts(layout), layout, body, tool_prompt, framing))
 
 
 # Server tools: run on the provider's side, their results billed as input of the same request.

@@ -111,7 +111,7 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
     body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_output_tokens}
     if request.system:
         body["system"] = [_lower_system_part(part) for part in request.system]
-    body["messages"] = [_lower_message(message) for message in request.messages]
+    body["messages"] = [lower_message(message) for message in request.messages]
     if request.tools:
         body["tools"] = [_lower_tool(tool) for tool in request.tools]
     if request.tool_choice is not None:
@@ -140,7 +140,8 @@ def _lower_system_part(part: SystemPart) -> dict[str, Any]:
     return _with_cache({"type": "text", "text": part.text}, part.cache)
 
 
-def _lower_message(message: LLMMessage) -> dict[str, Any]:
+def lower_message(message: LLMMessage) -> dict[str, Any]:
+    """One entry of the body's `messages`, as `lower_request` lowers it."""
     content: list[dict[str, Any]] = []
     for part in message.content:
         block = _lower_content(part)

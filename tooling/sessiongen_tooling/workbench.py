@@ -164,6 +164,8 @@ def read_notebook(path: Path, root: Path) -> NotebookNode:
     """The notebook at `path`, or WorkbenchError with one line naming the file and what is
     wrong with it: missing, not a `.ipynb`, not UTF-8, merge-conflict markers, not JSON, not
     a notebook nbformat can read."""
+    import warnings
+
     import nbformat
 
     name = shown(path, root)
@@ -194,14 +196,18 @@ def read_notebook(path: Path, root: Path) -> NotebookNode:
         ) from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise WorkbenchError(f"{name}: not a notebook: JSON without a list of cells")
+    if not isinstance(data.get("nbformat"), int):
+        raise WorkbenchError(f"{name}: not a notebook: JSON without an nbformat version")
     try:
-        notebook: NotebookNode = nbformat.reads(text, as_version=4)  # type: ignore[no-untyped-call]
-        nbformat.validate(notebook)
+        # Validated first: nbformat.reads would only log what is wrong, over many lines; a
+        # cell without an id (nbformat 4.5) is a warning nbformat repairs, not a failure.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nbformat.validate(nbformat.from_dict(data))  # type: ignore[no-untyped-call]
+            notebook: NotebookNode = nbformat.reads(text, as_version=4)  # type: ignore[no-untyped-call]
     except Exception as exc:  # nbformat's errors are many and multi-line
         detail = str(getattr(exc, "message", "") or exc).strip().splitlines() or [""]
-        raise WorkbenchError(
-            f"{name}: not a valid notebook: {type(exc).__name__}: {detail[0]}"
-        ) from None
+        raise WorkbenchError(f"{name}: not a valid notebook: {detail[0]}") from None
     return notebook
 
 

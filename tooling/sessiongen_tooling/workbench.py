@@ -311,6 +311,10 @@ class Manifest:
         self.data.setdefault(kind, {})[key] = record
         self.save()
 
+    def forget(self, kind: str, key: str) -> None:
+        if self.data.get(kind, {}).pop(key, None) is not None:
+            self.save()
+
     def save(self) -> None:
         state = self.path.parent
         state.mkdir(exist_ok=True)
@@ -533,35 +537,67 @@ def _in_directory(path: Path) -> Iterator[None]:
         os.chdir(before)
 
 
-def build_site(root: Path, site_dir: Path) -> Path:
+DIRTY_NOTICE = "A 'dirty' build is being performed"
+
+
+def build_site(root: Path, site_dir: Path, *, dirty: bool = False) -> Path:
     """`mkdocs build --strict` of the repository into `site_dir`, in this process (so the hook
     imports this sessiongen), from the repository (snippets are relative to it), with
     mkdocs-jupyter's cache in `.workbench/` (a notebook is converted again only when it
-    changed); a warning is a failure, reported in one line."""
+    changed); a warning is a failure, reported in one line.
+
+    `dirty` (`--serve`, after a page was edited): mkdocs' `--dirty` build, which renders
+    again only the pages whose source is newer than their output (and the generated ones),
+    with the search index merged into the previous one; mkdocs' own notice that a build is
+    dirty is not a warning here."""
     import warnings
 
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's end-of-life banner
+    index = site_dir / "search" / "search_index.json"
+    before = _read_json(index) if dirty else None
     problem = ""
     with _Warnings() as logged, _in_directory(root), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            config = load_config(str(root / "mkdocs.yml"), site_dir=str(site_dir), strict=True)
+            config = load_config(str(root / "mkdocs.yml"), site_dir=str(site_dir), strict=not dirty)
             jupyter = config.plugins.get("mkdocs-jupyter")
             if jupyter is not None:
                 jupyter.config["cache"] = True
                 jupyter.config["cache_dir"] = str(root / STATE_DIR / "mkdocs-jupyter")
-            build(config)
+            build(config, dirty=dirty)
         except (Exception, SystemExit) as exc:  # mkdocs' Abort is a SystemExit
             problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if problem:
-        first = logged.lines[0] if logged.lines else problem
-        more = len(logged.lines) - 1
+    lines = [line for line in logged.lines if DIRTY_NOTICE not in line]
+    if dirty and before is not None:
+        _merge_search_index(index, before)
+    if problem or lines:
+        first = lines[0] if lines else problem
+        more = len(lines) - 1
         also = f" (and {more} more: `uv run mkdocs build --strict` lists them)" if more > 0 else ""
         raise WorkbenchError(f"the site did not build: {first}{also}")
     return site_dir / "index.html"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _merge_search_index(path: Path, before: Any) -> None:
+    """After a dirty build the index holds only the pages built again: the other pages'
+    entries come from the index before it."""
+    after = _read_json(path)
+    if not isinstance(after, dict) or not isinstance(before, dict):
+        return
+    rebuilt = {entry["location"].split("#")[0] for entry in after.get("docs", [])}
+    kept = [e for e in before.get("docs", []) if e["location"].split("#")[0] not in rebuilt]
+    after["docs"] = kept + after.get("docs", [])
+    path.write_text(json.dumps(after, separators=(",", ":")), encoding="utf-8")
 
 
 def build_site_if_changed(
@@ -580,14 +616,14 @@ def build_site_if_changed(
     return index, False
 
 
-def serve_command(root: Path, port: int) -> list[str]:
-    """The equivalent `mkdocs serve` command line (loopback only, watching what the site is
-    made of), for a preview without the workbench."""
-    command = [sys.executable, "-m", "mkdocs", "serve", "--dev-addr", f"{LOOPBACK}:{port}"]
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """What `--serve` watches, as it is now: path -> (mtime, size)."""
+    seen = {}
     for name in WATCH:
-        if name != "docs" and (root / name).exists():
-            command += ["--watch", name]
-    return command
+        for file in _files_under(root / name) if (root / name).exists() else ():
+            stat = file.stat()
+            seen[file.relative_to(root).as_posix()] = (stat.st_mtime_ns, stat.st_size)
+    return seen
 
 
 def serve_site(
@@ -608,18 +644,39 @@ def serve_site(
     from mkdocs.livereload import LiveReloadServer
 
     manifest = manifest or Manifest(root)
+    seen = _snapshot(root)
 
     def rebuild() -> None:
+        nonlocal seen
         started = time.monotonic()
+        now = _snapshot(root)
+        changed = sorted(p for p in seen.keys() | now.keys() if seen.get(p) != now.get(p))
+        # An edited page (or asset) under docs/: only it is rendered again. Anything else
+        # (a page added or removed, the contract, the plan, a notebook, the hooks, the
+        # config) can change every page: all of it, unchanged notebooks from the cache.
+        pages = bool(changed) and all(p.startswith("docs/") for p in changed)
+        pages = pages and seen.keys() == now.keys()
+        seen = now
         try:
-            build_site_if_changed(root, site_dir, manifest)
+            if pages:
+                build_site(root, site_dir, dirty=True)
+                manifest.forget("site", str(site_dir))  # the next run builds it whole
+            else:
+                build_site_if_changed(root, site_dir, manifest)
         except WorkbenchError as exc:
-            print(f"sessiongen: error: {exc} (still serving the last build)", file=sys.stderr)
+            print(f"sessiongen: error: {exc} (still serving)", file=sys.stderr, flush=True)
             return
         except Exception as exc:
-            print(f"sessiongen: error: the rebuild failed: {exc!r}", file=sys.stderr)
+            print(f"sessiongen: error: the rebuild failed: {exc!r}", file=sys.stderr, flush=True)
             return
-        print(f"rebuilt the site in {time.monotonic() - started:.1f} s", flush=True)
+        what = ", ".join(changed[:3]) + (
+            f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        )
+        done = "its page" if pages else "the site"
+        print(
+            f"{what or 'a change'}: rebuilt {done} in {time.monotonic() - started:.1f} s",
+            flush=True,
+        )
 
     server = LiveReloadServer(builder=rebuild, host=LOOPBACK, port=port, root=str(site_dir))
     for name in WATCH:

@@ -379,3 +379,11 @@ def test_serve_answers_at_once_and_serves_an_edited_page(
         if proc.stdout is not None:
             proc.stdout.close()
         log.close()
+
+
+def test_the_workbench_names_the_evidence_groups_as_the_evidence_does() -> None:
+    """Named in the workbench so that a run with nothing to measure does not import them."""
+    from sessiongen_tooling import evidence
+
+    assert workbench.TABLE_GROUPS == tuple(evidence.TABLE_GROUPS)
+    assert workbench.EVIDENCE_DIR == evidence.EVIDENCE_DIR

@@ -84,8 +84,24 @@ DATA = ("uv.lock", "tests/warming/fixtures")
 WATCH = ("docs", "contract", "plans", "notebooks", "docs_hooks", "mkdocs.yml")
 # Never inputs of the site: caches, environments, build output.
 _NOT_INPUTS = frozenset({"__pycache__", "node_modules", SITE_DIR})
+# evidence.TABLE_GROUPS and evidence.EVIDENCE_DIR, named here so that a run with nothing to
+# measure does not import the evidence (and the emulator and the SDKs with it).
+TABLE_GROUPS = (
+    "warming",
+    "real-logs",
+    "tools-policy",
+    "tools-policy-providers",
+    "warming-placement",
+)
+EVIDENCE_DIR = Path("contract") / "evidence"
 # Before a first run records durations: the slowest first, so the rest fills the other cores.
-PRIOR_SECONDS = {"03-cache-ttl-warming.ipynb": 120.0}
+# (Seconds of a run on a busy 2-core machine; only their order matters.)
+PRIOR_SECONDS = {
+    "03-cache-ttl-warming": 116.0,
+    "evidence: warming": 107.0,
+    "evidence: tools-policy-providers": 61.0,
+    "01-tools-policy": 44.0,
+}
 SERVE_READY_S = 60
 
 
@@ -164,10 +180,12 @@ def read_notebook(path: Path, root: Path) -> NotebookNode:
     """The notebook at `path`, or WorkbenchError with one line naming the file and what is
     wrong with it: missing, not a `.ipynb`, not UTF-8, merge-conflict markers, not JSON, not
     a notebook nbformat can read."""
-    import warnings
+    return parse_notebook(path, root, load_notebook(path, root))
 
-    import nbformat
 
+def load_notebook(path: Path, root: Path) -> dict[str, Any]:
+    """The notebook's JSON, after the checks that need no nbformat (which takes seconds to
+    import): `read_notebook`'s one line for all but an invalid notebook."""
     name = shown(path, root)
     if not path.exists():
         raise WorkbenchError(f"{name}: no such notebook")
@@ -198,13 +216,23 @@ def read_notebook(path: Path, root: Path) -> NotebookNode:
         raise WorkbenchError(f"{name}: not a notebook: JSON without a list of cells")
     if not isinstance(data.get("nbformat"), int):
         raise WorkbenchError(f"{name}: not a notebook: JSON without an nbformat version")
+    return data
+
+
+def parse_notebook(path: Path, root: Path, data: dict[str, Any]) -> NotebookNode:
+    """`load_notebook`'s JSON validated and read by nbformat (as version 4)."""
+    import warnings
+
+    import nbformat
+
+    name = shown(path, root)
     try:
         # Validated first: nbformat.reads would only log what is wrong, over many lines; a
         # cell without an id (nbformat 4.5) is a warning nbformat repairs, not a failure.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             nbformat.validate(nbformat.from_dict(data))  # type: ignore[no-untyped-call]
-            notebook: NotebookNode = nbformat.reads(text, as_version=4)  # type: ignore[no-untyped-call]
+            notebook: NotebookNode = nbformat.reads(json.dumps(data), as_version=4)  # type: ignore[no-untyped-call]
     except Exception as exc:  # nbformat's errors are many and multi-line
         detail = str(getattr(exc, "message", "") or exc).strip().splitlines() or [""]
         raise WorkbenchError(f"{name}: not a valid notebook: {detail[0]}") from None
@@ -273,10 +301,19 @@ def library_digest(root: Path) -> str:
     return _sha(f"{lib} {data} {mooncake}".encode())
 
 
-def notebook_digest(notebook: NotebookNode, library: str) -> str:
-    """A notebook's inputs: its cells' types and sources, in order, and `library`."""
-    cells = [[cell.cell_type, cell.source] for cell in notebook.cells]
+def notebook_digest(data: dict[str, Any], library: str) -> str:
+    """A notebook's inputs (`data`: its JSON): its cells' types and sources, in order, and
+    `library`."""
+    cells = [[cell.get("cell_type"), _text(cell.get("source", ""))] for cell in data["cells"]]
     return _sha(json.dumps([library, cells], ensure_ascii=False).encode())
+
+
+def _text(source: Any) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _code_cells(data: dict[str, Any]) -> int:
+    return sum(1 for cell in data["cells"] if cell.get("cell_type") == "code")
 
 
 def site_digest(root: Path, site_dir: Path) -> str:
@@ -781,14 +818,12 @@ def run(
     from rich.console import Console
     from sessiongen._progress import progress_bar
 
-    from .evidence import EVIDENCE_DIR, TABLE_GROUPS
-
     out = console or Console(stderr=True, highlight=False)
     report = Report()
     manifest = Manifest(root)
     redo = force or not write
     paths = [] if skip_notebooks else list(notebooks or default_notebooks(root))
-    read = {path: read_notebook(path, root) for path in paths}  # every bad file, up front
+    read = {path: load_notebook(path, root) for path in paths}  # every bad file, up front
     started = time.monotonic()
     library = library_digest(root) if paths or not (skip_evidence or skip_notebooks) else ""
 
@@ -796,15 +831,15 @@ def run(
         out.print(text, soft_wrap=True)
 
     todo: list[_Job] = []
-    for path, notebook in read.items():
+    for path, data in read.items():
         key = shown(path, root)
-        inputs = notebook_digest(notebook, library)
+        inputs = notebook_digest(data, library)
         record = manifest.get("notebooks", key)
         if not redo and record.get("inputs") == inputs and record.get("stored") == _file_sha(path):
-            cells = sum(1 for cell in notebook.cells if cell.cell_type == "code")
-            report.notebooks.append(NotebookRun(path, cells, 0.0, False, skipped=True))
+            report.notebooks.append(NotebookRun(path, _code_cells(data), 0.0, False, skipped=True))
             say(f"{key}: unchanged, skipped")
             continue
+        notebook = parse_notebook(path, root, data)  # an invalid one, before anything runs
 
         async def run_one(
             path: Path = path, notebook: Any = notebook, inputs: str = inputs
@@ -825,7 +860,7 @@ def run(
             stored = "outputs stored" if result.written else (result.note or "not stored")
             say(f"ran {key}: {result.cells} code cells in {result.seconds:.0f} s, {stored}")
 
-        seconds = record.get("seconds") or PRIOR_SECONDS.get(path.name, 30.0)
+        seconds = record.get("seconds") or PRIOR_SECONDS.get(path.stem, 30.0)
         todo.append(_Job(path.stem, float(seconds), run_one))
 
     measure = not (skip_evidence or skip_notebooks)
@@ -866,15 +901,13 @@ def run(
                 written = ", ".join(sorted(tables))
                 say(f"evidence tables ({group}): wrote {written} in {seconds:.0f} s")
 
-            seconds = record.get("seconds") or 20.0
-            todo.append(_Job(f"evidence: {group}", float(seconds), measure_one))
+            job = f"evidence: {group}"
+            seconds = record.get("seconds") or PRIOR_SECONDS.get(job, 25.0)
+            todo.append(_Job(job, float(seconds), measure_one))
 
     slots = jobs or os.cpu_count() or 1
-    steps = sum(
-        sum(1 for c in read[p].cells if c.cell_type == "code")
-        for p in read
-        if not any(r.path == p and r.skipped for r in report.notebooks)
-    )
+    skipped = {r.path for r in report.notebooks if r.skipped}
+    steps = sum(_code_cells(data) for p, data in read.items() if p not in skipped)
     steps += sum(1 for j in todo if j.name.startswith("evidence: ")) + 1
     with progress_bar(out) as bar:
         task = bar.add_task("starting", total=steps)

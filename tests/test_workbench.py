@@ -387,3 +387,22 @@ def test_the_workbench_names_the_evidence_groups_as_the_evidence_does() -> None:
 
     assert workbench.TABLE_GROUPS == tuple(evidence.TABLE_GROUPS)
     assert workbench.EVIDENCE_DIR == evidence.EVIDENCE_DIR
+
+
+def test_the_first_failure_stops_the_notebooks_running_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure reported is the notebook that failed, not the one stopped for it (whose
+    kernel is shut down rather than waited for, and whose file is left as it was)."""
+    root = _fake_repository(tmp_path, monkeypatch)
+    slow = _notebook(root / "notebooks" / "a-slow.ipynb", "import time\ntime.sleep(600)")
+    _notebook(root / "notebooks" / "b-fails.ipynb", "import time\ntime.sleep(2)\n1 / 0")
+    before = slow.read_bytes()
+    started = time.monotonic()
+    with pytest.raises(workbench.WorkbenchError) as failed:
+        workbench.run(root=root, skip_evidence=True, jobs=2)
+    assert (
+        str(failed.value) == "notebooks/b-fails.ipynb, cell 2: ZeroDivisionError: division by zero"
+    )
+    assert slow.read_bytes() == before
+    assert time.monotonic() - started < 300

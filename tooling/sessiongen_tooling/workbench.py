@@ -776,6 +776,7 @@ async def _run_jobs(jobs: list[_Job], slots: int, running: Callable[[list[str]],
     the others (their kernels and processes are stopped) and is raised."""
     gate = asyncio.Semaphore(max(1, slots))
     active: list[str] = []
+    failures: list[Exception] = []
 
     async def one(job: _Job) -> None:
         async with gate:
@@ -783,6 +784,9 @@ async def _run_jobs(jobs: list[_Job], slots: int, running: Callable[[list[str]],
             running(active)
             try:
                 await job.run()
+            except Exception as exc:
+                failures.append(exc)  # a job cancelled for it may fail in turn, later
+                raise
             finally:
                 active.remove(job.name)
                 running(active)
@@ -794,9 +798,8 @@ async def _run_jobs(jobs: list[_Job], slots: int, running: Callable[[list[str]],
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
-    for task in tasks:
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+    if failures:
+        raise failures[0]
 
 
 def run(

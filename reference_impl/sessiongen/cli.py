@@ -404,7 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Execute every notebook against the embedded emulator and store the fresh "
         "outputs, regenerate the evidence tables the contract includes, and build the site "
         "(contract, traceability, decision records, plan, notebooks, API reference) into "
-        "site/. A failure exits 1 naming the notebook and the cell (counted from 1).",
+        "site/; only what changed since the last run is redone, in parallel. A failure "
+        "exits 1 with one line naming the notebook and the cell (counted from 1).",
     )
     workbench.add_argument(
         "notebooks",
@@ -416,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     workbench.add_argument(
         "--skip-notebooks",
         action="store_true",
-        help="do not execute the notebooks: the site shows their stored outputs",
+        help="only build the site, from the stored notebook outputs and evidence tables "
+        "(no notebook executed, no table measured)",
     )
     workbench.add_argument(
         "--skip-evidence", action="store_true", help="do not measure the evidence tables again"
@@ -424,7 +426,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     workbench.add_argument(
         "--check",
         action="store_true",
-        help="execute and measure, but write neither notebooks nor evidence back",
+        help="execute and measure everything, but write neither notebooks nor evidence back",
+    )
+    workbench.add_argument(
+        "--force",
+        action="store_true",
+        help="redo every notebook, table and the site, even those whose inputs are unchanged",
     )
     workbench.add_argument(
         "--site-dir", type=Path, metavar="DIR", help="where to build the site (default: site/)"
@@ -486,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 site_dir=args.site_dir,
                 serve=args.serve,
                 port=args.port,
+                force=args.force,
             )
         )
     if args.command == "experiment":

@@ -7,7 +7,7 @@ responses) and returns plain rows, so a notebook shows them and a test asserts o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -727,24 +727,56 @@ def _tools_policy_providers(rows: list[ProviderPolicyRow]) -> str:
     )
 
 
+async def _real_log_tables(scratch: Path, root: Path) -> dict[str, str]:
+    logs = calibrate_real_logs(root)
+    return {
+        "calibration-real-logs.md": calibration_table(logs),
+        "ttl-boundary-real-logs.md": ttl_boundary_table(logs),
+    }
+
+
+async def _warming_tables(scratch: Path, root: Path) -> dict[str, str]:
+    return warming_tables(root)
+
+
+async def _tools_policy_tables(scratch: Path, root: Path) -> dict[str, str]:
+    rows = await measure_tools_policies(scratch / "policies", later_turns=2)
+    return {"tools-policy.md": tools_policy_table(rows)}
+
+
+async def _tools_policy_provider_tables(scratch: Path, root: Path) -> dict[str, str]:
+    rows = await measure_tools_policy_matrix(scratch / "matrix")
+    return {"tools-policy-providers.md": _tools_policy_providers(rows)}
+
+
+async def _warming_placement_tables(scratch: Path, root: Path) -> dict[str, str]:
+    rows = await measure_warming_placements(scratch / "warming")
+    return {"warming-placement.md": warming_table(rows)}
+
+
+TABLE_GROUPS: dict[str, Callable[[Path, Path], Awaitable[dict[str, str]]]] = {
+    "warming": _warming_tables,
+    "real-logs": _real_log_tables,
+    "tools-policy": _tools_policy_tables,
+    "tools-policy-providers": _tools_policy_provider_tables,
+    "warming-placement": _warming_placement_tables,
+}
+"""The contract's tables in independent groups, each `(scratch, root) -> {file name:
+markdown}`: `sessiongen workbench` measures the groups in parallel processes."""
+
+
+async def table_group(name: str, scratch: Path, root: Path) -> dict[str, str]:
+    """One group of `TABLE_GROUPS` (each works in its own directories under `scratch`)."""
+    return await TABLE_GROUPS[name](scratch, root)
+
+
 async def contract_tables(scratch: Path, root: Path) -> dict[str, str]:
     """Every generated table of the contract: file name -> markdown (`root`: the
     repository, for its committed real logs)."""
-    logs = calibrate_real_logs(root)
-    return {
-        **warming_tables(root),
-        "calibration-real-logs.md": calibration_table(logs),
-        "ttl-boundary-real-logs.md": ttl_boundary_table(logs),
-        "tools-policy.md": tools_policy_table(
-            await measure_tools_policies(scratch / "policies", later_turns=2)
-        ),
-        "tools-policy-providers.md": _tools_policy_providers(
-            await measure_tools_policy_matrix(scratch / "matrix")
-        ),
-        "warming-placement.md": warming_table(
-            await measure_warming_placements(scratch / "warming")
-        ),
-    }
+    tables: dict[str, str] = {}
+    for name in TABLE_GROUPS:
+        tables.update(await table_group(name, scratch, root))
+    return tables
 
 
 async def write_contract_tables(root: Path, scratch: Path) -> list[Path]:

@@ -114,7 +114,7 @@ def _conflicted(path: Path) -> Path:
     return path
 
 
-BAD_FILES = {
+BAD_FILES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "not a notebook": (lambda tmp: ROOT / "README.md", "README.md: not a notebook"),
     "missing": (lambda tmp: tmp / "gone.ipynb", "gone.ipynb: no such notebook"),
     "bad JSON": (
@@ -221,17 +221,17 @@ def test_an_unchanged_notebook_is_skipped_and_a_changed_one_runs(
     forced = workbench.run(**quiet, force=True)  # type: ignore[arg-type]
     assert [r.skipped for r in forced.notebooks] == [False]
 
-    notebook = nbformat.read(path, as_version=4)
+    notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     notebook.cells[1].source = "print('two')"
-    nbformat.write(notebook, path)
+    nbformat.write(notebook, path)  # type: ignore[no-untyped-call]
     changed = workbench.run(**quiet)  # type: ignore[arg-type]
     assert [r.skipped for r in changed.notebooks] == [False]
     assert json.loads(path.read_text())["cells"][1]["outputs"][0]["text"] == ["two\n"]
 
     # Outputs cleared (or checked out) since the last run: what it stored is gone, so it runs.
-    notebook = nbformat.read(path, as_version=4)
+    notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     notebook.cells[1].outputs = []
-    nbformat.write(notebook, path)
+    nbformat.write(notebook, path)  # type: ignore[no-untyped-call]
     assert [r.skipped for r in workbench.run(**quiet).notebooks] == [False]  # type: ignore[arg-type]
 
 
@@ -339,7 +339,12 @@ def test_serve_answers_at_once_and_serves_an_edited_page(
         text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or ()])
+
+    def read_lines() -> None:
+        for line in proc.stdout or ():
+            lines.put(line)
+
+    reader = threading.Thread(target=read_lines)
     reader.start()
     try:
         deadline = time.monotonic() + 600  # the first build of the copy, on a busy machine

@@ -72,8 +72,8 @@ async def test_changed_source_reaches_model_once_and_is_committed_by_the_step(
         b for m in second.messages for b in m.content if b.type == "text" and "Use tabs." in b.text
     ]
     # The update sits right before the prompt it accompanies.
-    texts = [b.text for m in second.messages for b in m.content if b.type == "text"]
-    assert texts[-2:] == [update_blocks[0], "second"]
+    tail = [b.text for m in second.messages for b in m.content if b.type == "text"]
+    assert tail[-2:] == [update_blocks[0], "second"]
 
 
 async def test_unreadable_source_without_baseline_blocks_before_any_call(

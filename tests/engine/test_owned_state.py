@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -301,10 +302,10 @@ async def test_prepared_requests_equal_ones_prepared_from_scratch_after_every_ch
     # one where only a Step was prepared (which counts no tokens).
     other = SessionStore(path)
     for turn in range(2):
-        other.append(session, lambda revision, turn=turn: _turn(revision, f"elsewhere {turn}"))
+        other.append(session, functools.partial(_turn, text=f"elsewhere {turn}"))
     check()
     for text in ("before a step", "after a step"):  # the history between is never counted
-        other.append(session, lambda revision, text=text: _turn(revision, text))
+        other.append(session, functools.partial(_turn, text=text))
         engine.preparation.prepare(engine.select(session), operation="step", step=1)
     check()
     # An instruction file edited: the pending update is appended (until a Step commits it).
@@ -406,7 +407,7 @@ def test_preparations_from_several_threads_equal_ones_from_scratch(
         thread.start()
     try:
         for turn in range(15):
-            engine.store.append(session, lambda revision, turn=turn: _turn(revision, f"q{turn}"))
+            engine.store.append(session, functools.partial(_turn, text=f"q{turn}"))
     finally:
         done.set()
         for thread in threads:

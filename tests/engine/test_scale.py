@@ -7,6 +7,7 @@ leaks in live objects, and the import in the modules a fresh interpreter holds.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
 import sys
@@ -52,6 +53,7 @@ from sessiongen.model import (
     StepStarted,
     TextPart,
     ToolCallPart,
+    UserMessage,
     message_id,
 )
 from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedReply
@@ -180,7 +182,13 @@ async def test_a_write_by_another_connection_is_seen_at_its_revision(
     assert after.session.revision > before.session.revision
     assert after == theirs.read(session) == cold_read(path, session)
     assert engine.select(session).history == active_history(after.messages)
-    texts = [p.text for m in after.messages for p in m.parts if isinstance(p, TextPart)]
+    texts = [
+        p.text
+        for m in after.messages
+        if isinstance(m, UserMessage | AssistantMessage)
+        for p in m.parts
+        if isinstance(p, TextPart)
+    ]
     assert texts[-1] == "theirs"
 
 
@@ -346,7 +354,7 @@ async def test_a_session_recreated_under_its_id_is_lowered_afresh(
     engine.create_session("build", workspace=workspace, session_id=session)
     # Its second life grows as long as the first without a read in between.
     for turn in range(2):
-        engine.store.append(session, lambda revision, turn=turn: turn_events(revision, turn))
+        engine.store.append(session, functools.partial(turn_events, turn=turn))
     fresh = SessionEngine(engine.store, scripted, [agent])
     expected = fresh.generator.prepare(session, "recap").request
     assert engine.generator.prepare(session, "recap").request == expected

@@ -44,7 +44,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sessiongen import SessionEngine, SessionStore
-from sessiongen._compaction import compaction_required
 from sessiongen.llm.anthropic_wire import lower_request
 from sessiongen.llm.types import Usage
 from sessiongen.model import (
@@ -61,6 +60,7 @@ from sessiongen.model import (
     message_id,
 )
 from sessiongen.sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
+from sessiongen.session.compaction import compaction_required
 from sessiongen.testing import ScriptedLLMClient
 
 ANSWER = "An answer of moderate length, as a coding agent gives it. " * 4

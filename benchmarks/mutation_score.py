@@ -196,11 +196,12 @@ def warm_up(clone: Path, python: Path) -> None:
 
 
 def module_file(clone: Path, module: str) -> str:
-    """The module's path in the clone: `name.py`, or `_name.py` once it became internal."""
-    for name in (f"{module}.py", f"_{module}.py"):
+    """The module's path in the clone: `name.py`, `_name.py` once it became internal, or
+    `session/name.py` once the engine's parts moved into their package."""
+    for name in (f"{module}.py", f"_{module}.py", f"session/{module}.py"):
         if (clone / PACKAGE / name).is_file():
             return f"{PACKAGE}/{name}"
-    raise SystemExit(f"no {module}.py or _{module}.py under {PACKAGE}")
+    raise SystemExit(f"no {module}.py, _{module}.py or session/{module}.py under {PACKAGE}")
 
 
 def baseline(command: str, clone: Path, module: str) -> float:

@@ -36,7 +36,7 @@ def test_every_error_the_package_defines_is_exported() -> None:
 @pytest.mark.parametrize("name", PUBLIC)
 def test_every_public_name_reports_a_public_module_that_has_it(name: str) -> None:
     """What a traceback, the docs and a pickle name: `sessiongen.SessionEngine`, not the
-    internal `sessiongen._engine`; a name defined in a public module keeps that module."""
+    internal `sessiongen.session.engine`; a name defined in a public module keeps that module."""
     value = getattr(sessiongen, name)
     module = getattr(value, "__module__", None)
     if module is None:  # a type alias (ToolsPolicy) names no module
@@ -75,7 +75,7 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
         "def loaded(): return sorted(m for m in sys.modules if m.startswith('sessiongen'))\n"
         "print(loaded(), 'pydantic' in sys.modules, 'sqlite3' in sys.modules)\n"
         "sessiongen.SessionEngine\n"
-        "print('sessiongen._engine' in loaded(), 'pydantic' in sys.modules)\n"
+        "print('sessiongen.session.engine' in loaded(), 'pydantic' in sys.modules)\n"
         "print('SessionEngine' in dir(sessiongen), 'GenerateResult' in dir(sessiongen))\n"
     )
     out = subprocess.run(
@@ -132,6 +132,7 @@ PUBLIC_MODULES = {
     "plugins",
     "sample",
     "server",
+    "session",
     "testing",
     "tokens",
     "tools",

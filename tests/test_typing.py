@@ -28,10 +28,10 @@ REVEALS = {
 }
 B = r"(builtins\.)?"  # how mypy names a builtin depends on its version
 EXPECTED = {
-    "engine": r"^sessiongen\._engine\.SessionEngine$",
-    "generate": rf"^def \(self: sessiongen\._engine\.SessionEngine, session_id: {B}str, "
-    rf"prompt: {B}str, \*, tools_policy: sessiongen\._generate\.ToolsPolicy \| {B}str =.*\) "
-    r"-> typing\.Coroutine\[Any, Any, sessiongen\._generate\.GenerateResult\]$",
+    "engine": r"^sessiongen\.session\.engine\.SessionEngine$",
+    "generate": rf"^def \(self: sessiongen\.session\.engine\.SessionEngine, session_id: {B}str, "
+    rf"prompt: {B}str, \*, tools_policy: sessiongen\.session\.generate\.ToolsPolicy \| {B}str =.*\) "
+    r"-> typing\.Coroutine\[Any, Any, sessiongen\.session\.generate\.GenerateResult\]$",
     "usage": rf"^{B}int$",
     "script": rf"^{B}list\[sessiongen\.llm\.types\.LLMRequest\]$",
     "status": rf"^{B}int \| None$",

@@ -75,9 +75,9 @@ _DEFINED_IN: dict[str, str] = {
     "AnthropicLLMClient": ".llm.anthropic",
     "CachePolicy": ".cache_policy",
     "ContextOverflow": ".errors",
-    "DrainResult": "._runner",
+    "DrainResult": ".session.runner",
     "EmptyPrompt": ".errors",
-    "GenerateResult": "._generate",
+    "GenerateResult": ".session.generate",
     "InstructionsInitializationBlocked": ".errors",
     "InvalidArgument": ".errors",
     "InvalidInput": ".errors",
@@ -100,24 +100,24 @@ _DEFINED_IN: dict[str, str] = {
     "ProviderServerError": ".errors",
     "ProviderStreamInterrupted": ".errors",
     "ProviderTimeout": ".errors",
-    "RequestHook": "._request",
-    "RequestInfo": "._request",
+    "RequestHook": ".session.request",
+    "RequestInfo": ".session.request",
     "RequestTooLarge": ".errors",
     "Session": ".model",
     "SessionBusy": ".errors",
-    "SessionContext": "._context",
-    "SessionEngine": "._engine",
+    "SessionContext": ".session.context",
+    "SessionEngine": ".session.engine",
     "SessionExists": ".errors",
-    "SessionModelRequest": "._request",
+    "SessionModelRequest": ".session.request",
     "SessionNotFound": ".errors",
-    "SessionRecord": "._store",
-    "SessionStore": "._store",
+    "SessionRecord": ".session.store",
+    "SessionStore": ".session.store",
     "SessiongenError": ".errors",
-    "Snapshot": "._context",
+    "Snapshot": ".session.context",
     "ToolError": ".errors",
     "ToolExecutionFailed": ".errors",
-    "ToolResult": "._generate",
-    "ToolsPolicy": "._generate",
+    "ToolResult": ".session.generate",
+    "ToolsPolicy": ".session.generate",
     "Unauthorized": ".errors",
     "UnknownTool": ".errors",
     "Usage": ".llm.types",
@@ -127,30 +127,6 @@ _DEFINED_IN: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from ._context import (
-        SessionContext,
-        Snapshot,
-    )
-    from ._engine import (
-        SessionEngine,
-    )
-    from ._generate import (
-        GenerateResult,
-        ToolResult,
-        ToolsPolicy,
-    )
-    from ._request import (
-        RequestHook,
-        RequestInfo,
-        SessionModelRequest,
-    )
-    from ._runner import (
-        DrainResult,
-    )
-    from ._store import (
-        SessionRecord,
-        SessionStore,
-    )
     from .cache_policy import (
         CachePolicy,
         no_cache,
@@ -205,6 +181,30 @@ if TYPE_CHECKING:
         ModelRef,
         Session,
     )
+    from .session.context import (
+        SessionContext,
+        Snapshot,
+    )
+    from .session.engine import (
+        SessionEngine,
+    )
+    from .session.generate import (
+        GenerateResult,
+        ToolResult,
+        ToolsPolicy,
+    )
+    from .session.request import (
+        RequestHook,
+        RequestInfo,
+        SessionModelRequest,
+    )
+    from .session.runner import (
+        DrainResult,
+    )
+    from .session.store import (
+        SessionRecord,
+        SessionStore,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -217,9 +217,9 @@ def __getattr__(name: str) -> Any:
         # help() until built; build it now, while its annotations still resolve in the
         # module that defines it.
         value.model_rebuild()
-    if module.startswith("._") and isinstance(value, type):
-        # Defined in an internal module: reported (in reprs, docs and pickles) as the public
-        # name it is imported by.
+    if module.startswith(("._", ".session.")) and isinstance(value, type):
+        # Defined in an internal module or one of the engine's parts: reported (in reprs,
+        # docs and pickles) as the public name it is imported by.
         value.__module__ = __name__
     globals()[name] = value
     return value

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ._transcript import LLMMessages, block_count, share_counts, sum_blocks
 from .llm.types import (
     CacheMark,
     CacheTTL,
@@ -24,6 +23,7 @@ from .llm.types import (
     ReasoningContent,
     TextContent,
 )
+from .session.transcript import LLMMessages, block_count, share_counts, sum_blocks
 
 
 class CachePolicy(Protocol):

@@ -27,7 +27,6 @@ from urllib.parse import quote
 
 import httpx
 
-from ._generate import DEFAULT_TOOLS_POLICY, GenerateResult, ToolsPolicy
 from ._resource import AsyncResource
 from .errors import InvalidArgument, SessiongenError
 from .server.models import (
@@ -39,6 +38,7 @@ from .server.models import (
     WarmingView,
 )
 from .server.problems import PROBLEM_MEDIA_TYPE
+from .session.generate import DEFAULT_TOOLS_POLICY, GenerateResult, ToolsPolicy
 
 __all__ = ["DEFAULT_TIMEOUT", "AsyncSessiongenClient", "SessiongenClient"]
 

@@ -23,9 +23,6 @@ import httpx2
 
 from ._choices import PROVIDERS as PROVIDERS
 from ._choices import Provider as Provider
-from ._engine import SessionEngine
-from ._request import RequestHook
-from ._store import SessionStore
 from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
 from .emulator.client import EMULATOR_BASE_URL, asgi_http, inprocess_llm
@@ -37,6 +34,9 @@ from .llm.openai_wire import usage_from_openai
 from .llm.types import Usage
 from .model import Agent, ModelRef
 from .sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
+from .session.engine import SessionEngine
+from .session.request import RequestHook
+from .session.store import SessionStore
 from .tools import ToolRegistry
 
 BASE_URL = EMULATOR_BASE_URL

@@ -72,6 +72,10 @@ def without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in block.items() if k != "cache_control"}
 
 
+THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
+"""The block types of extended thinking (a model may drop them from context)."""
+
+
 def content_blocks(content: Any) -> list[dict[str, Any]]:
     """The content blocks of a wire `content` or `system` value: a plain string is one text
     block (so both spellings count and hash the same); None is none."""
@@ -135,12 +139,6 @@ def count_request_tokens(request: LLMRequest) -> int:
     from .llm.anthropic_wire import lower_request  # Anthropic is the only provider today
 
     return count_model_body_tokens(lower_request(request))
-
-
-def total_input_tokens(uncached: int, cache_read: int, cache_write: int) -> int:
-    """Total input, as Anthropic defines it: `cache_read_input_tokens +
-    cache_creation_input_tokens + input_tokens`. The one definition; usage types call it."""
-    return uncached + cache_read + cache_write
 
 
 # --- token facts (cache/tokens.json) -------------------------------------------------------
@@ -350,13 +348,53 @@ def gemini_signature_tokens(signature: str, model: str) -> int:
 # --- Anthropic Messages: positions and framing ----------------------------------------------
 
 
+def stripped_thinking(body: Mapping[str, Any]) -> frozenset[tuple[int, int]]:
+    """The (message index, block index) of the thinking blocks the model drops from context.
+
+    On a "keep the last turn only" model (`strips_prior_thinking`), "once you send a user
+    message that isn't a tool result, all previous thinking blocks are stripped from
+    context" (AD:build-with-claude/thinking#thinking-and-prompt-caching): every thinking or
+    redacted_thinking block before the last user message with any block that is not a
+    `tool_result` (a user message mixing tool results and text counts as such, since the
+    cache "remains valid when only tool results are provided as user messages"). The
+    thinking of the current tool-use loop, after that message, stays. Whether the request's
+    own thinking config matters is UNCONFIRMED; this model strips regardless of it."""
+    from .cache.catalog import UnknownModel, get_model  # the cache package imports this one
+
+    try:
+        strips = get_model(str(body.get("model", ""))).strips_prior_thinking
+    except UnknownModel:
+        return frozenset()
+    if not strips:
+        return frozenset()
+    messages = list(body.get("messages") or [])
+    turn_start = next(
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if messages[i].get("role") == "user"
+            and any(
+                b.get("type") != "tool_result" for b in content_blocks(messages[i].get("content"))
+            )
+        ),
+        None,
+    )
+    if turn_start is None:
+        return frozenset()
+    return frozenset(
+        (i, j)
+        for i, message in enumerate(messages[:turn_start])
+        if message.get("role") == "assistant"
+        for j, block in enumerate(content_blocks(message.get("content")))
+        if block.get("type") in THINKING_KINDS
+    )
+
+
 def dropped_blocks(body: Mapping[str, Any]) -> frozenset[tuple[int, int]]:
     """The (message, block) indexes the model does not see: prior-turn thinking on a model
-    that strips it (`cache.prefix.stripped_thinking`), and every message block before the
+    that strips it (`stripped_thinking`), and every message block before the
     last `compaction` block ("the API automatically drops all message blocks prior to the
     compaction block", AD:build-with-claude/compaction)."""
-    from .cache.prefix import stripped_thinking  # the cache package imports this one
-
     dropped = set(stripped_thinking(body))
     last: tuple[int, int] | None = None
     messages = list(body.get("messages") or [])

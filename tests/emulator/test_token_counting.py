@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sessiongen._compaction import context_window
 from sessiongen.cache import flatten_request, get_model, override_model
 from sessiongen.emulator.validation import for_model
 from sessiongen.llm.anthropic import lower_request
@@ -24,6 +23,7 @@ from sessiongen.llm.types import (
     ToolDefinition,
     ToolResultContent,
 )
+from sessiongen.session.compaction import context_window
 from sessiongen.tokens import count_request_tokens
 
 from .conftest import MODEL, Emu

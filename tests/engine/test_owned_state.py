@@ -24,16 +24,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sessiongen import Agent, SessionEngine, SessionModelRequest, SessionStore
-from sessiongen import _instructions as instructions_module
-from sessiongen._compaction import compaction_required, request_tokens
-from sessiongen._instructions import InstructionFiles
-from sessiongen._transcript import (
-    LLMMessages,
-    active_history,
-    join_llm_messages,
-    lower_history,
-    to_llm_messages,
-)
 from sessiongen.cache_policy import (
     _marked,
     lookback_ladder,
@@ -57,6 +47,16 @@ from sessiongen.model import (
     Usage,
     UserMessage,
     message_id,
+)
+from sessiongen.session import instructions as instructions_module
+from sessiongen.session.compaction import compaction_required, request_tokens
+from sessiongen.session.instructions import InstructionFiles
+from sessiongen.session.transcript import (
+    LLMMessages,
+    active_history,
+    join_llm_messages,
+    lower_history,
+    to_llm_messages,
 )
 from sessiongen.testing import ScriptedLLMClient, ScriptedReply
 from sessiongen.tokens import count_request_tokens
@@ -202,7 +202,7 @@ def test_a_copy_of_owned_messages_is_a_plain_tuple() -> None:
 
 
 def test_a_message_keeps_its_count_and_a_changed_copy_does_not() -> None:
-    from sessiongen._transcript import message_counts
+    from sessiongen.session.transcript import message_counts
 
     message = to_llm_messages([UserMessage(id="a", parts=(TextPart(text="hello " * 20),))])[0]
     request = LLMRequest(model="claude-sonnet-4-6", messages=(message,))

@@ -25,10 +25,6 @@ from sessiongen import (
     SessionStore,
     Snapshot,
 )
-from sessiongen import _store as store_module
-from sessiongen._compaction import request_tokens
-from sessiongen._request import RequestInfo
-from sessiongen._transcript import active_history, to_llm_messages
 from sessiongen.cache import get_model, override_model
 from sessiongen.llm.client import collect
 from sessiongen.llm.types import (
@@ -56,6 +52,10 @@ from sessiongen.model import (
     UserMessage,
     message_id,
 )
+from sessiongen.session import store as store_module
+from sessiongen.session.compaction import request_tokens
+from sessiongen.session.request import RequestInfo
+from sessiongen.session.transcript import active_history, to_llm_messages
 from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedReply
 from sessiongen.tokens import count_request_tokens
 
@@ -419,7 +419,7 @@ async def test_a_step_left_unsettled_under_a_warm_engine_is_recovered(
 def test_token_counts_of_changed_requests_equal_the_whole_body_count() -> None:
     """Hook-made messages, reasoning (whose count depends on what follows it) and provider
     options that replace body fields are all counted as the whole body counts them."""
-    from sessiongen._transcript import join_llm_messages
+    from sessiongen.session.transcript import join_llm_messages
 
     user = LLMMessage(role="user", content=(TextContent(text="hello " * 50),))
     history = to_llm_messages(

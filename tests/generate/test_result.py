@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from sessiongen import GenerateResult, ToolsPolicy
-from sessiongen._compaction import compaction_required
 from sessiongen.cache import override_model
 from sessiongen.lab import EmulatorLab
 from sessiongen.sample import SAMPLE_AGENT
+from sessiongen.session.compaction import compaction_required
 
 
 @pytest.mark.clause("SG-RESULT-2")

@@ -17,7 +17,6 @@ import pytest
 from google import genai
 from google.genai import types
 from sessiongen import SessionEngine
-from sessiongen._store import SessionStore
 from sessiongen.emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
 from sessiongen.errors import (
     ProviderInvalidRequest,
@@ -41,6 +40,7 @@ from sessiongen.llm import (
 from sessiongen.llm.gemini import GeminiLLMClient
 from sessiongen.llm.gemini_wire import decode_signature, lower_request, usage_from_gemini
 from sessiongen.model import Agent, ModelRef
+from sessiongen.session.store import SessionStore
 
 from tests.providers._sdk import gemini_client
 

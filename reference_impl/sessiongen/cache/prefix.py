@@ -60,6 +60,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple, TypeAlias
 
+from ..tokens import THINKING_KINDS as _THINKING_KINDS
 from ..tokens import (
     canonical_json,
     content_blocks,
@@ -81,8 +82,7 @@ GENESIS = hashlib.sha256(b"sessiongen.cache/v1").hexdigest()
 
 # Blocks that may not carry a breakpoint: the docs say thinking blocks and empty text blocks
 # cannot be cached directly; automatic caching walks back over them.
-_UNCACHEABLE_KINDS = frozenset({"thinking", "redacted_thinking"})
-_THINKING_KINDS = _UNCACHEABLE_KINDS
+_UNCACHEABLE_KINDS = _THINKING_KINDS
 # Keys whose value is rendered verbatim, so their key order is part of the prefix.
 _ORDER_SENSITIVE_KEYS = frozenset({"input", "input_schema"})
 _WEB_TOOL_PREFIXES = ("web_search", "web_fetch")
@@ -194,43 +194,6 @@ def _model_info(body: Mapping[str, Any]) -> ModelInfo | None:
         return get_model(str(body.get("model", "")))
     except UnknownModel:
         return None
-
-
-def stripped_thinking(body: Mapping[str, Any]) -> frozenset[tuple[int, int]]:
-    """The (message index, block index) of the thinking blocks the model drops from context.
-
-    On a "keep the last turn only" model (`strips_prior_thinking`), "once you send a user
-    message that isn't a tool result, all previous thinking blocks are stripped from
-    context" (AD:build-with-claude/thinking#thinking-and-prompt-caching): every thinking or
-    redacted_thinking block before the last user message with any block that is not a
-    `tool_result` (a user message mixing tool results and text counts as such, since the
-    cache "remains valid when only tool results are provided as user messages"). The
-    thinking of the current tool-use loop, after that message, stays. Whether the request's
-    own thinking config matters is UNCONFIRMED; this model strips regardless of it."""
-    info = _model_info(body)
-    if info is None or not info.strips_prior_thinking:
-        return frozenset()
-    messages = list(body.get("messages") or [])
-    turn_start = next(
-        (
-            i
-            for i in range(len(messages) - 1, -1, -1)
-            if messages[i].get("role") == "user"
-            and any(
-                b.get("type") != "tool_result" for b in content_blocks(messages[i].get("content"))
-            )
-        ),
-        None,
-    )
-    if turn_start is None:
-        return frozenset()
-    return frozenset(
-        (i, j)
-        for i, message in enumerate(messages[:turn_start])
-        if message.get("role") == "assistant"
-        for j, block in enumerate(content_blocks(message.get("content")))
-        if block.get("type") in _THINKING_KINDS
-    )
 
 
 def _iter_content(body: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

@@ -27,7 +27,7 @@ from itertools import accumulate, compress, count
 from operator import itemgetter
 from typing import Any
 
-from ..tokens import total_input_tokens
+from ..llm.types import total_input_tokens
 from .catalog import get_model
 from .prefix import TTL, PreparedRequest, check_breakpoints
 

@@ -6,45 +6,19 @@ hold (`Arrival.admit`), and log the outcome (`Arrival.record`)."""
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 
-if TYPE_CHECKING:  # state imports this module (`parse_body`, for the request log)
+from .body import parse_body as parse_body
+
+if TYPE_CHECKING:
     from .state import EmulatorState, FaultSpec, Hold
 
 # How often a held request looks at its release flag. Polling a thread-safe flag works both
 # in-process (the test's own event loop) and under uvicorn in another thread.
 HOLD_POLL_SECONDS = 0.002
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range for a double")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def parse_body(raw: bytes) -> tuple[Any, bool]:
-    """(body, parsed): the JSON value, or the raw text when it is not JSON (kept for the
-    request log, which records bodies as received). Strict JSON, as the APIs parse it: no
-    NaN or Infinity, no number beyond a double, no integer longer than Python takes, no
-    nesting deeper than the parser's recursion, no lone surrogate (each would otherwise
-    become a 500 later)."""
-    try:
-        value = json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
-        if b"\\u" in raw:  # a lone surrogate escape is no Unicode text (UTF-8 cannot hold it)
-            json.dumps(value, ensure_ascii=False).encode()
-        return value, True
-    except (ValueError, RecursionError):  # JSONDecodeError, Unicode errors are ValueErrors
-        return raw.decode("utf-8", errors="replace"), False
 
 
 def request_headers(request: Request) -> dict[str, str]:

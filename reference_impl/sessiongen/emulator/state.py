@@ -17,8 +17,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..cache import CacheResult, CacheStore, PreparedRequest
+from .body import parse_body
 from .clock import VirtualClock
-from .intake import parse_body
 
 StopReason = Literal[
     "end_turn",

@@ -60,7 +60,7 @@ class ScriptedLLMClient:
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         # The engine's counter (`count_request_tokens`, each message counted once); imported
         # here, since the engine's modules import the llm package.
-        from .._compaction import request_tokens
+        from ..session.compaction import request_tokens
 
         self.requests.append(request)
         reply = self.script.pop(0) if self.script else ScriptedReply(text=self.default_text)

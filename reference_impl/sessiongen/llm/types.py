@@ -12,12 +12,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..tokens import total_input_tokens
-
 CacheTTL = Literal["5m", "1h"]
 FinishReason = Literal[
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "context_window", "other"
 ]
+
+
+def total_input_tokens(uncached: int, cache_read: int, cache_write: int) -> int:
+    """Total input, as Anthropic defines it: `cache_read_input_tokens +
+    cache_creation_input_tokens + input_tokens`. The one definition: `Usage` and the cache
+    model call it."""
+    return uncached + cache_read + cache_write
 
 
 class FrozenModel(BaseModel):

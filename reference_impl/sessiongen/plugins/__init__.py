@@ -14,7 +14,7 @@ gives each a `PluginContext`: `ctx.session.generate(...)` and `ctx.session.get(.
 `info.warming`, never by its prompt text (SG-HOOK-1).
 """
 
-from .._store import SessionRecord
+from ..session.store import SessionRecord
 from .context import PluginContext, SessionAccess
 from .hookspecs import hookimpl, hookspec
 from .manager import (

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .._engine import SessionEngine
-from .._generate import DEFAULT_TOOLS_POLICY, GenerateResult, ToolsPolicy
-from .._store import SessionRecord
 from ..model import Agent
+from ..session.engine import SessionEngine
+from ..session.generate import DEFAULT_TOOLS_POLICY, GenerateResult, ToolsPolicy
+from ..session.store import SessionRecord
 from ..warming.keeper import Clock
 
 __all__ = ["PluginContext", "SessionAccess"]

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
-from .._request import RequestInfo
 from ..llm.types import LLMRequest
+from ..session.request import RequestInfo
 
 if TYPE_CHECKING:
     from .context import PluginContext

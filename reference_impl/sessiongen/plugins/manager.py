@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import pluggy
 
-from .._engine import SessionEngine
-from .._request import RequestInfo
 from ..llm.types import LLMRequest
+from ..session.engine import SessionEngine
+from ..session.request import RequestInfo
 from ..warming.keeper import Clock, MonotonicClock
 from . import hookspecs
 from .context import PluginContext, SessionAccess

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NoReturn, cast
 
-from .._engine import SessionEngine
 from ..errors import SessionNotFound
 from ..model import Agent
+from ..session.engine import SessionEngine
 from ..warming.keeper import KeeperPolicy, WarmingKeeper
 from .context import PluginContext, SessionAccess
 from .hookspecs import hookimpl

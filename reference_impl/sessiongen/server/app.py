@@ -33,10 +33,7 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._admission import MAX_PROMPT_CHARS, validate_prompt
 from .._bind import bearer_token, token_matches
-from .._engine import SessionEngine
-from .._generate import GenerateResult
 from ..errors import (
     InvalidArgument,
     NotFound,
@@ -55,6 +52,9 @@ from ..plugins import (
     log_plugin_error,
 )
 from ..sample import SAMPLE_AGENT
+from ..session.admission import MAX_PROMPT_CHARS, validate_prompt
+from ..session.engine import SessionEngine
+from ..session.generate import GenerateResult
 from ..warming.keeper import MonotonicClock, WarmingKeeper
 from .models import (
     CreatedSession,

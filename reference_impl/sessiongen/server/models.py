@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from .._generate import DEFAULT_TOOLS_POLICY, ToolsPolicy
 from ..llm.types import FinishReason, ToolCall, Usage
 from ..model import Message, PendingInput
+from ..session.generate import DEFAULT_TOOLS_POLICY, ToolsPolicy
 
 __all__ = [
     "CreateSessionRequest",

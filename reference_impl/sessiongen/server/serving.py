@@ -32,13 +32,13 @@ import uvicorn
 from .._bind import InsecureBind, check_bind, is_loopback, probe
 from .._choices import SERVE_PROVIDERS as PROVIDERS
 from .._choices import ServeProvider
-from .._engine import SessionEngine
-from .._store import SessionStore
 from ..emulator import EmulatorState, VirtualClock
 from ..model import Agent
 from ..plugins import PluginHost, load_plugins, request_hook
 from ..plugins.warming import WarmingPlugin
 from ..sample import SAMPLE_AGENT
+from ..session.engine import SessionEngine
+from ..session.store import SessionStore
 from ..warming.keeper import KeeperPolicy, MonotonicClock
 from .app import create_app
 

@@ -24,12 +24,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from .._engine import SessionEngine
 from ..cache import TTL, TTL_SECONDS
 from ..cache.pricing import cost, price
 from ..errors import SessiongenError, SessionNotFound
 from ..llm.types import Usage
 from ..model import AssistantMessage
+from ..session.engine import SessionEngine
 from .generator import SessionMix, generate_sessions
 from .policies import PING_MARGIN, History, Policy, Tracking
 from .traces import TraceRequest

@@ -53,7 +53,7 @@ from ..cache import (
     token_counts,
 )
 from ..cache.store import CompiledBlocks, compile_blocks
-from .policies import DEFAULT_MODEL, Decision, Fixed, History, Policy
+from .decision import DEFAULT_MODEL, Decision, Fixed, History, Policy
 from .traces import Trace
 
 FlatBlocks = tuple[tuple[str, int, TTL | None], ...]

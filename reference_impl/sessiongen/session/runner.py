@@ -15,17 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
-from ._admission import promotion_events
-from ._compaction import compact, compaction_required
-from ._context import SessionContext, Snapshot
-from ._instructions import commit_event
-from ._request import SessionModelRequest
-from ._settlement import execute_tools, settle_stream
-from ._store import SessionStore
-from .errors import SessionBusy
-from .llm.client import LLMClient
-from .llm.types import FinishReason, Usage
-from .model import (
+from ..errors import SessionBusy
+from ..llm.client import LLMClient
+from ..llm.types import FinishReason, Usage
+from ..model import (
     Event,
     StepInterrupted,
     StepStarted,
@@ -33,7 +26,14 @@ from .model import (
     UserMessage,
     message_id,
 )
-from .tools import ToolRegistry
+from ..tools import ToolRegistry
+from .admission import promotion_events
+from .compaction import compact, compaction_required
+from .context import SessionContext, Snapshot
+from .instructions import commit_event
+from .request import SessionModelRequest
+from .settlement import execute_tools, settle_stream
+from .store import SessionStore
 
 INTERRUPTED_BY_EXIT = "the process ended before the Step settled"
 

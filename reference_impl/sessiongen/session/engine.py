@@ -7,17 +7,17 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._admission import admission_events, validate_prompt
-from ._context import SessionContext, Snapshot
-from ._generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
-from ._request import RequestHook, SessionModelRequest
-from ._runner import DrainResult, SessionRunner
-from ._store import SessionRecord, SessionStore
-from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
-from .errors import AgentNotFound, InvalidArgument
-from .llm.client import LLMClient
-from .model import Agent, Session
-from .tools import ToolRegistry
+from ..cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
+from ..errors import AgentNotFound, InvalidArgument
+from ..llm.client import LLMClient
+from ..model import Agent, Session
+from ..tools import ToolRegistry
+from .admission import admission_events, validate_prompt
+from .context import SessionContext, Snapshot
+from .generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
+from .request import RequestHook, SessionModelRequest
+from .runner import DrainResult, SessionRunner
+from .store import SessionRecord, SessionStore
 
 if TYPE_CHECKING:
     import asyncio
@@ -135,7 +135,7 @@ class SessionEngine:
 def _check_model(agent: Agent) -> None:
     """The engine needs each model's facts (its context window) from the model catalog, so an
     uncatalogued model is refused when the engine is built, not at its first overflow check."""
-    from .cache.catalog import is_known_model, list_models  # imported when an engine is built
+    from ..cache.catalog import is_known_model, list_models  # imported when an engine is built
 
     if not is_known_model(agent.model.id):
         known = ", ".join(info.id for info in list_models())

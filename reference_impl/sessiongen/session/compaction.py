@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._context import Snapshot
-from ._request import SessionModelRequest
-from ._store import SessionStore
-from ._transcript import LLMMessages, message_counts
-from .errors import ContextOverflow
-from .llm.client import LLMClient, collect
-from .llm.types import LLMMessage, LLMRequest
-from .model import CompactionCompleted, TextPart, UserMessage, message_id
-from .tokens import count_model_body_tokens, count_request_tokens
+from ..errors import ContextOverflow
+from ..llm.client import LLMClient, collect
+from ..llm.types import LLMMessage, LLMRequest
+from ..model import CompactionCompleted, TextPart, UserMessage, message_id
+from ..tokens import count_model_body_tokens, count_request_tokens
+from .context import Snapshot
+from .request import SessionModelRequest
+from .store import SessionStore
+from .transcript import LLMMessages, message_counts
 
 COMPACTION_PROMPT = (
     "Summarise this conversation so that work can continue from the summary alone: the "
@@ -26,7 +26,7 @@ COMPACTION_PROMPT = (
 def context_window(request: LLMRequest) -> int:
     """The context window of the model `request` goes to, from the model catalog: the one
     source, which the emulator's "prompt is too long" check reads too."""
-    from .cache.catalog import get_model  # the cache package is imported when first needed
+    from ..cache.catalog import get_model  # the cache package is imported when first needed
 
     return get_model(request.model).context_window
 
@@ -51,7 +51,7 @@ def _count_message(message: LLMMessage, model: str) -> int | None:
     counts = message_counts(message)
     if model in counts:
         return counts[model]
-    from .llm.anthropic_wire import lower_message  # as `count_request_tokens` imports it
+    from ..llm.anthropic_wire import lower_message  # as `count_request_tokens` imports it
 
     # The body of a request with this message alone (as `lower_request` lowers it; its
     # `max_tokens` counts nothing, so it is left out).

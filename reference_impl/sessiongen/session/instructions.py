@@ -14,9 +14,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ._store import InstructionState
-from .errors import InstructionsInitializationBlocked
-from .model import Agent, InstructionsCommitted
+from ..errors import InstructionsInitializationBlocked
+from ..model import Agent, InstructionsCommitted
+from .store import InstructionState
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,15 @@ from pathlib import Path
 
 from pydantic import ConfigDict
 
-from ._admission import validate_prompt
-from ._compaction import check_fits
-from ._context import SessionContext
-from ._request import SessionModelRequest
-from .errors import InvalidArgument, SessionNotFound
-from .llm.client import LLMClient
-from .llm.types import FinishReason, FrozenModel, LLMRequest, ToolCall, ToolChoice, Usage
-from .model import InstructionMessage, Message, TextPart, UserMessage
-from .tools import ToolRegistry, run_tool_call
+from ..errors import InvalidArgument, SessionNotFound
+from ..llm.client import LLMClient
+from ..llm.types import FinishReason, FrozenModel, LLMRequest, ToolCall, ToolChoice, Usage
+from ..model import InstructionMessage, Message, TextPart, UserMessage
+from ..tools import ToolRegistry, run_tool_call
+from .admission import validate_prompt
+from .compaction import check_fits
+from .context import SessionContext
+from .request import SessionModelRequest
 
 
 class ToolsPolicy(StrEnum):

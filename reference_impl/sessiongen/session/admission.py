@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .errors import EmptyPrompt, InvalidArgument, PromptTooLarge
-from .model import Event, InputAdmitted, InputPromoted, PendingInput, input_id, message_id
+from ..errors import EmptyPrompt, InvalidArgument, PromptTooLarge
+from ..model import Event, InputAdmitted, InputPromoted, PendingInput, input_id, message_id
 
 MAX_PROMPT_CHARS = 200_000
 

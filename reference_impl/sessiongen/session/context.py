@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ._instructions import AssembledInstructions, InstructionFiles, assemble, resolve
-from ._store import SessionStore
-from ._transcript import ActiveRange, LLMMessages, active_range, join_llm_messages, lower_history
-from .errors import AgentNotFound
-from .llm.types import LLMMessage
-from .model import Agent, AssistantMessage, Message, PendingInput, Session
-from .tools import Tool, ToolRegistry
+from ..errors import AgentNotFound
+from ..llm.types import LLMMessage
+from ..model import Agent, AssistantMessage, Message, PendingInput, Session
+from ..tools import Tool, ToolRegistry
+from .instructions import AssembledInstructions, InstructionFiles, assemble, resolve
+from .store import SessionStore
+from .transcript import ActiveRange, LLMMessages, active_range, join_llm_messages, lower_history
 
 ACTIVE_RANGES = 128
 """How many sessions' active ranges a context keeps."""

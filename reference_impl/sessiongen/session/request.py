@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from ._context import Snapshot
-from ._transcript import LLMMessages, to_llm_messages
-from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
-from .llm.types import LLMMessage, LLMRequest, SystemPart, ToolChoice
-from .model import Message
+from ..cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
+from ..llm.types import LLMMessage, LLMRequest, SystemPart, ToolChoice
+from ..model import Message
+from .context import Snapshot
+from .transcript import LLMMessages, to_llm_messages
 
 Operation = Literal["step", "generate", "compaction"]
 RequestShape = Callable[[LLMRequest], LLMRequest]

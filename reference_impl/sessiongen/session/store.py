@@ -37,8 +37,8 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from .errors import SessionBusy, SessionExists, SessionNotFound
-from .model import (
+from ..errors import SessionBusy, SessionExists, SessionNotFound
+from ..model import (
     AssistantMessage,
     CompactionCompleted,
     CompactionMessage,

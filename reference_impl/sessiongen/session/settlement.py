@@ -11,11 +11,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._store import SessionStore
-from .errors import ContextOverflow, ProviderError, ProviderStreamInterrupted
-from .llm.client import StreamFold, closing
-from .llm.types import FinishReason, StreamEvent, ToolCall, Usage
-from .model import (
+from ..errors import ContextOverflow, ProviderError, ProviderStreamInterrupted
+from ..llm.client import StreamFold, closing
+from ..llm.types import FinishReason, StreamEvent, ToolCall, Usage
+from ..model import (
     Part,
     ReasoningPart,
     StepInterrupted,
@@ -24,7 +23,8 @@ from .model import (
     ToolCallPart,
     ToolExecuted,
 )
-from .tools import ToolRegistry, run_tool_call
+from ..tools import ToolRegistry, run_tool_call
+from .store import SessionStore
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from itertools import compress, count
 from operator import attrgetter, is_, is_not
 from typing import TYPE_CHECKING, Any
 
-from .llm.types import (
+from ..llm.types import (
     Content,
     LLMMessage,
     ReasoningContent,
@@ -17,7 +17,7 @@ from .llm.types import (
     ToolCallContent,
     ToolResultContent,
 )
-from .model import (
+from ..model import (
     AssistantMessage,
     CompactionMessage,
     InstructionMessage,

@@ -1,0 +1,97 @@
+"""The package's import graph has no cycles: each module's imports, at any depth (inside
+functions and under TYPE_CHECKING too), point one way, so a module can be read, changed and
+tested from its dependencies up."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import sessiongen
+
+ROOT = Path(sessiongen.__file__).parent
+
+
+def _module_names() -> dict[str, tuple[Path, list[str]]]:
+    """Each module's dotted name, its file and the package its relative imports start in."""
+    found: dict[str, tuple[Path, list[str]]] = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        package = parts[:-1]
+        if parts[-1] == "__init__":
+            parts = package = parts[:-1]
+        found[".".join(parts)] = (path, package)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports (an imported name that is a module counts as
+    that module; a package's own `__init__` is counted only when imported by name)."""
+    modules = _module_names()
+    graph: dict[str, set[str]] = {}
+    for name, (path, package) in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                for alias in node.names:
+                    child = f"{target}.{alias.name}"
+                    targets.add(child if child in modules else target)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for child in edges:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_rule_sees_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert "sessiongen.llm.types" in graph["sessiongen.tokens"]  # TYPE_CHECKING counts
+    assert cycles(graph) == []

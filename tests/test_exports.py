@@ -247,7 +247,13 @@ def test_bench_and_workbench_outside_a_checkout_say_where_they_run(
 
     from sessiongen import cli
 
-    monkeypatch.setitem(sys.modules, "sessiongen_tooling", None)
+    # The package and every module of it an earlier test imported: a module already in
+    # sys.modules would be found without the package.
+    for name in [
+        "sessiongen_tooling",
+        *(m for m in sys.modules if m.startswith("sessiongen_tooling.")),
+    ]:
+        monkeypatch.setitem(sys.modules, name, None)
     assert cli.main([command]) == 2
     err = capsys.readouterr().err
     assert f"sessiongen {command}: runs on a checkout" in err

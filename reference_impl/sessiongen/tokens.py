@@ -126,12 +126,6 @@ def count_tool_definition_tokens(tool: Mapping[str, Any]) -> int:
     return count_json_tokens(without_cache_control(tool))
 
 
-def count_body_tokens(body: Mapping[str, Any]) -> int:
-    """Byte-based input tokens of a Messages wire body: the sum over its positions, tools then
-    system blocks then message content blocks, before the model's framing (`model_positions`)."""
-    return sum(body_positions(body))
-
-
 def count_request_tokens(request: LLMRequest) -> int:
     """Input tokens of a provider-neutral request: its lowered wire body, counted as the
     emulator bills it (framing and the tool-use system prompt included)."""
@@ -434,7 +428,7 @@ def body_layout(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], b
 def body_positions(body: Mapping[str, Any]) -> list[int]:
     """The byte-based count of each position of a Messages wire body, in prefix order (one
     per tool definition, system block and message content block, `body_layout`): the
-    positions the cache model flattens, so `sum(body_positions(b)) == count_body_tokens(b)`."""
+    positions the cache model flattens, in the order their tokens are counted."""
     return _layout_counts(body_layout(body))
 
 

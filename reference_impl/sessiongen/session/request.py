@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ..cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
-from ..llm.types import LLMMessage, LLMRequest, SystemPart, ToolChoice
+from ..llm.types import LLMRequest, SystemPart, ToolChoice
 from ..model import Message
 from .context import Snapshot
 from .transcript import LLMMessages, to_llm_messages
@@ -90,11 +90,6 @@ class SessionModelRequest:
     _transient: _TransientLowerings = field(
         default_factory=lambda: _TransientLowerings(), init=False, repr=False, compare=False
     )
-
-    def lower_history(self, snapshot: Snapshot) -> tuple[LLMMessage, ...]:
-        """`to_llm_messages(snapshot.history)`: the snapshot's own lowering (converted once
-        per session state, and then only what is new)."""
-        return snapshot.lowered
 
     def build(
         self,

@@ -95,3 +95,25 @@ def test_the_package_has_no_import_cycle() -> None:
     graph = import_graph()
     assert "sessiongen.llm.types" in graph["sessiongen.tokens"]  # TYPE_CHECKING counts
     assert cycles(graph) == []
+
+
+def test_the_version_loads_neither_the_engine_nor_pydantic() -> None:
+    """`sessiongen --version` answers from the command line's own module: the package's
+    names load only when used (issue 20: it once imported the whole package)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from sessiongen import cli\n"
+        "try:\n"
+        "    cli.main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('pydantic', 'sqlite3', 'anthropic', 'sessiongen.session.engine')\n"
+        "print(*(name in sys.modules for name in heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[-4:] == ["False", "False", "False", "False"], out

@@ -12,7 +12,8 @@ and nowhere else::
     │   ├── MalformedRequest              400
     │   ├── InvalidArgument               422  also a ValueError
     │   ├── SessionExists                 409
-    │   └── RequestTooLarge               413  a request body over the server's limit
+    │   ├── RequestTooLarge               413  a request body over the server's limit
+    │   └── MethodNotAllowed              405  a method the route does not take
     ├── Unauthorized                      401  no or a wrong bearer token
     ├── NotFound                          404
     │   ├── SessionNotFound
@@ -156,6 +157,14 @@ class RequestTooLarge(InvalidInput):
 
     problem_status = 413
     problem = "request-too-large"
+
+
+class MethodNotAllowed(InvalidInput):
+    """An HTTP method the route does not take; the answer's `Allow` header lists those it
+    does."""
+
+    problem_status = 405
+    problem = "method-not-allowed"
 
 
 class Unauthorized(SessiongenError):

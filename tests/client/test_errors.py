@@ -141,7 +141,8 @@ def _constructed(cls: type[SessiongenError]) -> SessiongenError:
 @pytest.mark.parametrize(
     ("problem_type", "status", "expected"),
     [
-        ("about:blank", 405, SessiongenError),  # a plain HTTP refusal
+        ("about:blank", 405, errors.MethodNotAllowed),  # our own class for 405
+        ("about:blank", 418, SessiongenError),  # a plain HTTP refusal no class names
         ("about:blank", 404, NotFound),
         ("https://sessiongen.dev/problems/newer-kind", 422, InvalidInput),
         ("https://sessiongen.dev/problems/newer-kind", 503, ProviderError),
@@ -163,9 +164,9 @@ def _answering(status: int, content_type: str, content: bytes) -> httpx.MockTran
 
 
 def test_problem_answers_from_elsewhere_and_other_error_answers() -> None:
-    blank = b'{"type":"about:blank","title":"Method Not Allowed","status":405,"detail":"no"}'
+    blank = b'{"type":"about:blank","title":"I\'m a teapot","status":418,"detail":"no"}'
     with SessiongenClient(
-        BASE_URL, transport=_answering(405, "application/problem+json", blank)
+        BASE_URL, transport=_answering(418, "application/problem+json", blank)
     ) as c:
         with pytest.raises(SessiongenError) as raised:
             c.health()

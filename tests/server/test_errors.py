@@ -160,8 +160,9 @@ async def test_a_small_body_limit_refuses_before_parsing(lab: EmulatorLab) -> No
 async def test_unknown_routes_and_methods_are_problems(client: httpx.AsyncClient) -> None:
     assert_problem(await client.get("/api/nothing"), 404, "not-found")
     wrong = await client.put("/api/health")
-    assert_problem(wrong, 405, "about:blank")
+    assert_problem(wrong, 405, "method-not-allowed")
     assert wrong.headers["allow"] == "GET"
+    assert wrong.json()["detail"] == "PUT is not allowed on /api/health; allowed: GET"
 
 
 @pytest.mark.clause("SG-FAIL-6")

@@ -7,8 +7,9 @@ warming routes and the lifespan's keeper loop go through the built-in `warming` 
 Every error is application/problem+json
 (`problems.py`): a `SessiongenError` with the status and `type` `errors.py` gives it,
 request validation as `InvalidArgument` (422), a missing token as `Unauthorized` (401), a
-body over the limit as `RequestTooLarge` (413), and the remaining plain HTTP refusals (an
-unknown method, 405) as RFC 9457's `about:blank`. With a token, every route but `/api/health` requires
+body over the limit as `RequestTooLarge` (413), a method the route does not take as
+`MethodNotAllowed` (405, with `Allow`), and any other plain HTTP refusal as RFC 9457's
+`about:blank`. With a token, every route but `/api/health` requires
 `Authorization: Bearer <token>`, checked before the body is read.
 
 Route handlers are coroutines on purpose: the store is one SQLite connection, so every store
@@ -36,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._bind import bearer_token, token_matches
 from ..errors import (
     InvalidArgument,
+    MethodNotAllowed,
     NotFound,
     RequestTooLarge,
     SessiongenError,
@@ -462,6 +464,12 @@ def create_app(
         if exc.status_code == 404:
             missing = NotFound(f"no route {request.method} {path}")
             return error_response(missing, instance=path, redactor=redactor)
+        if exc.status_code == 405:
+            allowed = next((v for k, v in (exc.headers or {}).items() if k.lower() == "allow"), "")
+            refused = MethodNotAllowed(
+                f"{request.method} is not allowed on {path}; allowed: {allowed}"
+            )
+            return error_response(refused, instance=path, redactor=redactor, headers=exc.headers)
         return http_problem(
             exc.status_code, str(exc.detail), instance=path, redactor=redactor, headers=exc.headers
         )

@@ -137,8 +137,7 @@ class Health(BaseModel):
 
 class Problem(BaseModel):
     """An RFC 9457 problem: `type` is `https://sessiongen.dev/problems/<slug>` for a
-    sessiongen error (docs/errors.md), `about:blank` for a plain HTTP refusal (401, 413,
-    405). Some types add members (provider errors: `provider_status`, `provider_request_id`,
+    sessiongen error (docs/errors.md), `about:blank` for a plain HTTP refusal no sessiongen error names. Some types add members (provider errors: `provider_status`, `provider_request_id`,
     `provider_error_type`, `retry_after`; a session's errors: `session_id`; an unknown agent:
     `agent`; validation: `errors`)."""
 

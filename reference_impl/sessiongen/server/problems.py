@@ -2,7 +2,7 @@
 
 A `SessiongenError` answers with its own status and `type` (`errors.py` owns that mapping;
 nothing here re-maps it). HTTP-level refusals that no sessiongen error describes (a missing
-token, a body over the size limit, an unknown method) answer with RFC 9457's `about:blank`
+token, a body over the size limit) answer with RFC 9457's `about:blank`
 type, whose meaning is the status itself. Every body passes through `Redactor`, so a
 credential the server holds never reaches a client, even inside an error message.
 """
@@ -70,13 +70,18 @@ def error_response(
     instance: str,
     redactor: Redactor,
     extra: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     """A sessiongen error with the status and problem type `errors.py` gives it, plus any
-    `extra` members (validation errors). A 503 for a provider that said when to retry
-    (rate-limited, overloaded) passes that on as our own `Retry-After` (whole seconds)."""
+    `extra` members (validation errors) and `headers` (a 405's `Allow`). A 503 for a
+    provider that said when to retry (rate-limited, overloaded) passes that on as our own
+    `Retry-After` (whole seconds)."""
     body = {**error.problem_details(), **(extra or {})}
     return problem_response(
-        body, instance=instance, redactor=redactor, headers=retry_after_header(error)
+        body,
+        instance=instance,
+        redactor=redactor,
+        headers={**(headers or {}), **retry_after_header(error)},
     )
 
 

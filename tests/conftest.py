@@ -57,6 +57,30 @@ def make_engine(agent: Agent) -> EngineFactory:
     return build
 
 
+SLOW = (
+    "notebooks/",  # nbval: each notebook in a kernel
+    "tests/reliability/",  # crash runs, soak, concurrency across processes, fuzzing
+    "tests/docs/",  # the site build and the browser
+    "tests/client/test_end_to_end.py",  # real server and emulator processes
+    "tests/server/test_serve.py",  # `sessiongen serve` as a process
+    "tests/test_probe.py",  # probes against emulators on sockets
+    "tests/test_workbench.py",  # notebooks and site builds
+    "tests/test_typing.py",  # mypy over a prototype
+    "tests/test_quality.py::test_mypy_strict_is_clean",
+    "tests/generate/test_evidence.py::test_the_contracts_tables_are_the_fresh_measurement",
+    "tests/providers/test_tools_policy_matrix.py",  # every policy on every provider's SDK
+    "tests/warming/test_experiment_cli.py",  # the experiment on the Mooncake traces
+)
+"""Where the slow tests are, by module (or test): `-m "not slow"` leaves them out. One list,
+so a new slow module is one line here."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the long external commands whose tests were collected (mypy, the docs build) on
     the other core now, instead of one after another when their tests come up."""

@@ -78,8 +78,16 @@ SELECTIONS: dict[str, tuple[str, ...]] = {
     "request": ENGINE_TESTS,
     "transcript": ENGINE_TESTS,
     "context": ENGINE_TESTS,
-    "parity": ("tests/generate/test_parity.py", "tests/generate/test_laws.py"),
-    "cache_policy": ENGINE_TESTS,
+    # The parity unit tests, the laws, and the diff on every provider's wire layout. Also calling
+    # diff, left out: tests/generate's lab tests (they reach no line these three do not), the
+    # client end-to-end test (subprocesses) and the provider policy matrix (5 s of setup).
+    "parity": (
+        "tests/generate/test_parity.py",
+        "tests/generate/test_laws.py",
+        "tests/generate/test_parity_providers.py",
+    ),
+    # The placement measurements call the policies directly, on sessions of every length.
+    "cache_policy": (*ENGINE_TESTS, "tests/warming/test_placement.py"),
 }
 SKIP_REASON = "type annotation that is never evaluated at run time"
 COUNTED = ("mutants", "skipped", "killed", "timeouts", "survived", "incompetent")
@@ -566,23 +574,39 @@ def main(argv: list[str] | None = None) -> int:
             )
             scores.append(score)
             mutants.extend(found)
+            so_far = time.monotonic() - started
+            write_report(args.out, scores, mutants, version, commit, len(clones), so_far)
     finally:
         stop_children(work)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     wall = time.monotonic() - started
-
     print()
     print(table(scores))
+    survivors = write_report(args.out, scores, mutants, version, commit, len(clones), wall)
+    print(f"\n{survivors} survivors; wall time {wall / 60:.1f} min; details in {args.out}")
+    return 0
+
+
+def write_report(
+    out: Path,
+    scores: list[ModuleScore],
+    mutants: list[Mutant],
+    version: str,
+    commit: str,
+    jobs: int,
+    wall: float,
+) -> int:
+    """Write the JSON report (after every module, so an interrupted run keeps the modules it
+    finished); returns the number of survivors."""
     total = total_of(scores)
     survivors = [m for m in mutants if m.outcome == "survived"]
-    print(f"\n{len(survivors)} survivors; wall time {wall / 60:.1f} min; details in {args.out}")
     report: dict[str, Any] = {
         "tool": {"name": "cosmic-ray", "version": version},
         "commit": commit,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["uv run python benchmarks/mutation_score.py", *sys.argv[1:]]),
-        "jobs": len(clones),
+        "jobs": jobs,
         "wall_s": round(wall, 1),
         "skipped_reason": SKIP_REASON,
         "modules": [{**asdict(s), "percent_killed": s.percent} for s in scores],
@@ -592,8 +616,8 @@ def main(argv: list[str] | None = None) -> int:
         "timeouts": [asdict(m) for m in mutants if m.outcome == "timeouts"],
         "incompetent": [asdict(m) for m in mutants if m.outcome == "incompetent"],
     }
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    return 0
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    return len(survivors)
 
 
 if __name__ == "__main__":

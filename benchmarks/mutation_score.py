@@ -8,9 +8,10 @@ How it works, and why it never touches your tree:
   * cosmic-ray mutates source files in place, so the script `git clone`s the repository's HEAD
     (the committed state: uncommitted edits are not measured) into a temporary directory, once
     per worker (`--jobs`, default 2). Every mutation happens in those clones, which are deleted
-    at the end (`--keep` keeps them). One environment, `uv sync --frozen --no-install-project`
-    from the lock file, serves all clones; the test command puts the clone's own
-    reference_impl on PYTHONPATH, and the script checks that `sessiongen` resolves there.
+    at the end (`--keep` keeps them). One environment, `uv sync --frozen --no-editable` from the
+    lock file, serves all clones; the test command puts the clone's own reference_impl on
+    PYTHONPATH, ahead of the installed copy (there only for its metadata: the server reads
+    its version), and the script checks that `sessiongen` resolves to the clone.
   * cosmic-ray is not a project dependency: it runs as `uvx --from "cosmic-ray>=8,<9"
     cosmic-ray ...`, so pyproject.toml and uv.lock stay as they are. Each clone runs one
     `cosmic-ray http-worker` on a free loopback port, and `cosmic-ray exec` (http distributor)
@@ -177,9 +178,10 @@ def make_clone(repo: Path, commit: str, dest: Path) -> None:
 
 
 def make_environment(clone: Path, venv: Path) -> Path:
-    """One environment for all clones, from the clone's lock file, without the project."""
+    """One environment for all clones, from the clone's lock file. The project is installed
+    (not editable) for its metadata only: PYTHONPATH puts each clone's own copy first."""
     env = _env(UV_PROJECT_ENVIRONMENT=str(venv))
-    _run(["uv", "sync", "--frozen", "--quiet", "--no-install-project"], clone, env=env)
+    _run(["uv", "sync", "--frozen", "--quiet", "--no-editable"], clone, env=env)
     return venv / "bin" / "python"
 
 

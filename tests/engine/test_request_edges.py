@@ -1,0 +1,129 @@
+"""Request shapes that only rare sessions reach, checked on the request the provider gets:
+an errored tool call in history, an agent's last Step past the small-integer cache, a
+transient tool call (unhashable), a session id deleted and created again; and the bound on
+what a session's active range keeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sessiongen import Agent, SessionStore
+from sessiongen.llm.types import TextContent, ToolCallContent, ToolResultContent
+from sessiongen.model import (
+    AssistantMessage,
+    CompactionCompleted,
+    CompactionMessage,
+    TextPart,
+    ToolCallPart,
+    Usage,
+    UserMessage,
+    message_id,
+)
+from sessiongen.session.transcript import JOINS_KEPT
+from sessiongen.testing import ScriptedReply
+
+from ..conftest import EngineFactory
+
+
+async def test_an_errored_tool_call_reaches_generate_as_an_error(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    engine, scripted, recording = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    scripted.queue(
+        [
+            ScriptedReply.calling(
+                ("t1", "read_file", {"path": "src/missing.py"}),
+                ("t2", "read_file", {"path": "src/app.py"}),
+            ),
+            ScriptedReply(text="One of them is missing."),
+        ]
+    )
+    await engine.run(sid, "Read both files.")
+    await engine.generate(sid, "Which one failed?")
+    results = {
+        block.tool_call_id: block.is_error
+        for message in recording.requests[-1].messages
+        for block in message.content
+        if isinstance(block, ToolResultContent)
+    }
+    assert results == {"t1": True, "t2": False}
+
+
+def test_the_last_of_300_steps_asks_for_no_tools(
+    make_engine: EngineFactory, workspace: Path, agent: Agent
+) -> None:
+    """Step numbers above 256 are distinct int objects: the last Step is found by value."""
+    steps = int("300")  # not a constant the compiler could share with the step number below
+    engine, _, _ = make_engine(agents=[agent.model_copy(update={"steps": steps})])
+    sid = engine.create_session("build", workspace=workspace).id
+    snapshot = engine.select(sid)
+    last = engine.preparation.prepare(snapshot, operation="step", step=299 + int("1"))
+    before = engine.preparation.prepare(snapshot, operation="step", step=299)
+    assert last.tool_choice is not None and last.tool_choice.type == "none"
+    assert before.tool_choice is None
+
+
+def test_a_transient_tool_call_is_lowered_though_it_cannot_be_hashed(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """A tool call's input is a dict: such transient messages are lowered each time, not kept."""
+    engine, _, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    call = ToolCallPart(
+        id="c1", name="read_file", input={"path": "src/app.py"}, state="completed", result="ok"
+    )
+    transient = (
+        UserMessage(id="u", parts=(TextPart(text="Read it."),)),
+        AssistantMessage(id="a", step=1, model="m", parts=(call,), completed=True),
+    )
+    for _ in range(2):
+        request = engine.preparation.prepare(
+            engine.select(sid), operation="generate", transient=transient
+        )
+        blocks = [b for m in request.messages for b in m.content]
+        assert isinstance(blocks[0], TextContent) and blocks[0].text == "Read it."
+        assert isinstance(blocks[1], ToolCallContent) and blocks[1].input == {"path": "src/app.py"}
+        assert isinstance(blocks[2], ToolResultContent) and blocks[2].text == "ok"
+
+
+def test_a_range_keeps_only_its_last_joins(make_engine: EngineFactory, workspace: Path) -> None:
+    engine, _, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    snapshot = engine.select(sid)
+    assert snapshot.active is not None
+    for prompt in ("one", "two", "three", "four"):
+        engine.preparation.prepare(
+            snapshot,
+            operation="generate",
+            transient=(UserMessage(id="p", parts=(TextPart(text=prompt),)),),
+        )
+    assert len(snapshot.active.__dict__["joins"]) == JOINS_KEPT
+
+
+async def test_a_session_deleted_and_created_again_is_selected_afresh(
+    tmp_path: Path, make_engine: EngineFactory, workspace: Path
+) -> None:
+    """The context's range for the old session (compacted, history from message 2) must not
+    be advanced into the new one (no compaction: history from message 0)."""
+    path = tmp_path / "sessions.sqlite"
+    engine, _, recording = make_engine(store=SessionStore(path))
+    sid = engine.create_session("build", workspace=workspace).id
+    await engine.run(sid, "First?")
+    engine.store.append(
+        sid,
+        lambda revision: [
+            CompactionCompleted(
+                message_id=message_id(revision + 1), summary="All of it.", usage=Usage()
+            )
+        ],
+    )
+    await engine.run(sid, "After the summary?")
+    assert isinstance(engine.select(sid).history[0], CompactionMessage)
+    other = SessionStore(path)
+    other.delete(sid)
+    other.create(agent="build", workspace=str(workspace), session_id=sid)
+    await engine.run(sid, "Anew?")
+    assert engine.select(sid).history == engine.store.read(sid).messages
+    first = recording.requests[-1].messages[0].content[0]
+    assert isinstance(first, TextContent) and first.text == "Anew?"

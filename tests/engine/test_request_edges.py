@@ -5,6 +5,7 @@ what a session's active range keeps."""
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 
 from sessiongen import Agent, SessionStore
@@ -13,6 +14,7 @@ from sessiongen.model import (
     AssistantMessage,
     CompactionCompleted,
     CompactionMessage,
+    StepStarted,
     TextPart,
     ToolCallPart,
     Usage,
@@ -127,3 +129,28 @@ async def test_a_session_deleted_and_created_again_is_selected_afresh(
     assert engine.select(sid).history == engine.store.read(sid).messages
     first = recording.requests[-1].messages[0].content[0]
     assert isinstance(first, TextContent) and first.text == "Anew?"
+
+
+async def test_a_later_history_reuses_the_earlier_lowering(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """Converted once, then only what is new: after a turn, the messages the earlier history
+    lowered to are the very same objects in the later lowering."""
+    engine, _, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    await engine.run(sid, "First?")
+    earlier = engine.select(sid).lowered
+    await engine.run(sid, "Second?")
+    later = engine.select(sid).lowered
+    assert len(later) > len(earlier) >= 2
+    assert all(map(operator.is_, earlier[:-1], later))
+    # A Step started and not settled: more messages, the same active history (a new tuple of
+    # the same messages), whose lowering is reused whole.
+    engine.store.append(
+        sid,
+        lambda revision: [
+            StepStarted(message_id=message_id(revision + 1), step=1, model="claude-sonnet-4-6")
+        ],
+    )
+    unsettled = engine.select(sid).lowered
+    assert len(unsettled) == len(later) and all(map(operator.is_, later, unsettled))

@@ -154,3 +154,18 @@ async def test_a_later_history_reuses_the_earlier_lowering(
     )
     unsettled = engine.select(sid).lowered
     assert len(unsettled) == len(later) and all(map(operator.is_, later, unsettled))
+
+
+async def test_the_same_prompt_after_a_turn_reuses_its_marked_message(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """The transient message with its tail breakpoint is kept on the transient lowering, so the
+    same prompt on a later history is not marked again: the very same message object."""
+    engine, _, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    await engine.run(sid, "First?")
+    before = engine.generator.prepare(sid, "Recap.").request.messages[-1]
+    await engine.run(sid, "Second?")
+    after = engine.generator.prepare(sid, "Recap.").request.messages[-1]
+    assert before.content[-1].cache is not None
+    assert after is before

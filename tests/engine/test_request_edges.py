@@ -169,3 +169,17 @@ async def test_the_same_prompt_after_a_turn_reuses_its_marked_message(
     after = engine.generator.prepare(sid, "Recap.").request.messages[-1]
     assert before.content[-1].cache is not None
     assert after is before
+
+
+def test_the_same_prompt_twice_is_the_same_request(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """A history's lowering hashes like the tuple it is (it is the key its joins are kept
+    by), so the same prompt on the same history is joined and marked once."""
+    engine, _, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    lowered = engine.select(sid).lowered
+    assert hash(lowered) == hash(tuple(lowered))
+    first = engine.generator.prepare(sid, "Recap.").request
+    again = engine.generator.prepare(sid, "Recap.").request
+    assert again.messages is first.messages

@@ -14,6 +14,7 @@ from sessiongen.model import (
     AssistantMessage,
     CompactionCompleted,
     CompactionMessage,
+    InputAdmitted,
     StepStarted,
     TextPart,
     ToolCallPart,
@@ -183,3 +184,26 @@ def test_the_same_prompt_twice_is_the_same_request(
     first = engine.generator.prepare(sid, "Recap.").request
     again = engine.generator.prepare(sid, "Recap.").request
     assert again.messages is first.messages
+
+
+async def test_an_open_step_stays_out_of_history_while_a_prompt_waits(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """A prompt admitted while a Step is open changes the session but no message: the open
+    Step's assistant message (its cut) is still where history ends."""
+    engine, _, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    await engine.run(sid, "First?")
+    engine.store.append(
+        sid,
+        lambda revision: [
+            StepStarted(message_id=message_id(revision + 1), step=1, model="claude-sonnet-4-6")
+        ],
+    )
+    before = engine.select(sid).history
+    engine.store.append(
+        sid, lambda revision: [InputAdmitted(input_id=f"in_{revision + 1}", text="Waiting.")]
+    )
+    after = engine.select(sid)
+    assert after.pending and after.history == before
+    assert not any(isinstance(m, AssistantMessage) and not m.settled for m in after.history)

@@ -5,6 +5,7 @@ what a session's active range keeps."""
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from sessiongen.model import (
     UserMessage,
     message_id,
 )
-from sessiongen.session.transcript import JOINS_KEPT
+from sessiongen.session.context import ACTIVE_RANGES
+from sessiongen.session.transcript import JOINS_KEPT, join_llm_messages, to_llm_messages
 from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
@@ -207,3 +209,31 @@ async def test_an_open_step_stays_out_of_history_while_a_prompt_waits(
     after = engine.select(sid)
     assert after.pending and after.history == before
     assert not any(isinstance(m, AssistantMessage) and not m.settled for m in after.history)
+
+
+async def test_a_snapshot_given_a_history_of_its_own_lowers_that_history(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """The active range's lowering serves only the very history it was taken for; a snapshot
+    replaced with a shorter or a longer one is converted afresh. Its repr leaves the range out."""
+    engine, _, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    await engine.run(sid, "First?")
+    await engine.run(sid, "Second?")
+    snapshot = engine.select(sid)
+    assert "ActiveRange" not in repr(snapshot)
+    extra = UserMessage(id="x", parts=(TextPart(text="Extra."),))
+    tail = to_llm_messages((UserMessage(id="p", parts=(TextPart(text="Prompt."),)),))
+    for history in (snapshot.history[:-2], (*snapshot.history, extra)):
+        own = dataclasses.replace(snapshot, history=history)
+        assert own.lowered == to_llm_messages(history)
+        assert own.join(tail) == join_llm_messages(to_llm_messages(history), tail)
+
+
+def test_a_context_keeps_a_bounded_number_of_ranges(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    engine, _, _ = make_engine()
+    for _ in range(ACTIVE_RANGES + 2):
+        engine.select(engine.create_session("build", workspace=workspace).id)
+    assert len(engine.context._ranges) == ACTIVE_RANGES

@@ -233,7 +233,9 @@ async def test_a_snapshot_given_a_history_of_its_own_lowers_that_history(
 def test_a_context_keeps_a_bounded_number_of_ranges(
     make_engine: EngineFactory, workspace: Path
 ) -> None:
+    """The least recently selected sessions' ranges go first."""
     engine, _, _ = make_engine()
-    for _ in range(ACTIVE_RANGES + 2):
-        engine.select(engine.create_session("build", workspace=workspace).id)
-    assert len(engine.context._ranges) == ACTIVE_RANGES
+    ids = [engine.create_session("build", workspace=workspace).id for _ in range(ACTIVE_RANGES + 2)]
+    for sid in ids:
+        engine.select(sid)
+    assert list(engine.context._ranges) == ids[2:]

@@ -8,9 +8,10 @@ How it works, and why it never touches your tree:
   * cosmic-ray mutates source files in place, so the script `git clone`s the repository's HEAD
     (the committed state: uncommitted edits are not measured) into a temporary directory, once
     per worker (`--jobs`, default 2). Every mutation happens in those clones, which are deleted
-    at the end (`--keep` keeps them). One environment, `uv sync --frozen --no-install-project`
-    from the lock file, serves all clones; the test command puts the clone's own
-    reference_impl on PYTHONPATH, and the script checks that `sessiongen` resolves there.
+    at the end (`--keep` keeps them). One environment, `uv sync --frozen --no-editable` from the
+    lock file, serves all clones; the test command puts the clone's own reference_impl on
+    PYTHONPATH, ahead of the installed copy (there only for its metadata: the server reads
+    its version), and the script checks that `sessiongen` resolves to the clone.
   * cosmic-ray is not a project dependency: it runs as `uvx --from "cosmic-ray>=8,<9"
     cosmic-ray ...`, so pyproject.toml and uv.lock stay as they are. Each clone runs one
     `cosmic-ray http-worker` on a free loopback port, and `cosmic-ray exec` (http distributor)
@@ -78,8 +79,16 @@ SELECTIONS: dict[str, tuple[str, ...]] = {
     "request": ENGINE_TESTS,
     "transcript": ENGINE_TESTS,
     "context": ENGINE_TESTS,
-    "parity": ("tests/generate/test_parity.py", "tests/generate/test_laws.py"),
-    "cache_policy": ENGINE_TESTS,
+    # The parity unit tests, the laws, and the diff on every provider's wire layout. Also calling
+    # diff, left out: tests/generate's lab tests (they reach no line these three do not), the
+    # client end-to-end test (subprocesses) and the provider policy matrix (5 s of setup).
+    "parity": (
+        "tests/generate/test_parity.py",
+        "tests/generate/test_laws.py",
+        "tests/generate/test_parity_providers.py",
+    ),
+    # The placement measurements call the policies directly, on sessions of every length.
+    "cache_policy": (*ENGINE_TESTS, "tests/warming/test_placement.py"),
 }
 SKIP_REASON = "type annotation that is never evaluated at run time"
 COUNTED = ("mutants", "skipped", "killed", "timeouts", "survived", "incompetent")
@@ -169,9 +178,10 @@ def make_clone(repo: Path, commit: str, dest: Path) -> None:
 
 
 def make_environment(clone: Path, venv: Path) -> Path:
-    """One environment for all clones, from the clone's lock file, without the project."""
+    """One environment for all clones, from the clone's lock file. The project is installed
+    (not editable) for its metadata only: PYTHONPATH puts each clone's own copy first."""
     env = _env(UV_PROJECT_ENVIRONMENT=str(venv))
-    _run(["uv", "sync", "--frozen", "--quiet", "--no-install-project"], clone, env=env)
+    _run(["uv", "sync", "--frozen", "--quiet", "--no-editable"], clone, env=env)
     return venv / "bin" / "python"
 
 
@@ -566,23 +576,39 @@ def main(argv: list[str] | None = None) -> int:
             )
             scores.append(score)
             mutants.extend(found)
+            so_far = time.monotonic() - started
+            write_report(args.out, scores, mutants, version, commit, len(clones), so_far)
     finally:
         stop_children(work)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     wall = time.monotonic() - started
-
     print()
     print(table(scores))
+    survivors = write_report(args.out, scores, mutants, version, commit, len(clones), wall)
+    print(f"\n{survivors} survivors; wall time {wall / 60:.1f} min; details in {args.out}")
+    return 0
+
+
+def write_report(
+    out: Path,
+    scores: list[ModuleScore],
+    mutants: list[Mutant],
+    version: str,
+    commit: str,
+    jobs: int,
+    wall: float,
+) -> int:
+    """Write the JSON report (after every module, so an interrupted run keeps the modules it
+    finished); returns the number of survivors."""
     total = total_of(scores)
     survivors = [m for m in mutants if m.outcome == "survived"]
-    print(f"\n{len(survivors)} survivors; wall time {wall / 60:.1f} min; details in {args.out}")
     report: dict[str, Any] = {
         "tool": {"name": "cosmic-ray", "version": version},
         "commit": commit,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["uv run python benchmarks/mutation_score.py", *sys.argv[1:]]),
-        "jobs": len(clones),
+        "jobs": jobs,
         "wall_s": round(wall, 1),
         "skipped_reason": SKIP_REASON,
         "modules": [{**asdict(s), "percent_killed": s.percent} for s in scores],
@@ -592,8 +618,8 @@ def main(argv: list[str] | None = None) -> int:
         "timeouts": [asdict(m) for m in mutants if m.outcome == "timeouts"],
         "incompetent": [asdict(m) for m in mutants if m.outcome == "incompetent"],
     }
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    return 0
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    return len(survivors)
 
 
 if __name__ == "__main__":

@@ -128,3 +128,42 @@ async def test_a_step_that_adds_20_blocks_misses_with_the_tail_alone(tmp_path: P
     assert read == cached
     cached, read = await _tool_heavy_step_reads(tmp_path / "short", opencode_default, 5)
     assert read == cached  # a short step is within the window either way
+
+
+def _blocks_request(*roles_and_sizes: tuple[str, int], system: int = 2) -> LLMRequest:
+    """A request whose messages have the given roles and numbers of text blocks."""
+    request = _request(system=system, messages=0)
+    messages = tuple(
+        LLMMessage(
+            role="user" if role == "user" else "assistant",
+            content=tuple(TextContent(text=f"m{i}.{j}") for j in range(size)),
+        )
+        for i, (role, size) in enumerate(roles_and_sizes)
+    )
+    return request.model_copy(update={"messages": messages})
+
+
+def _block_marks(request: LLMRequest) -> list[int]:
+    blocks = [b for m in request.messages for b in m.content]
+    return [i for i, b in enumerate(blocks) if b.cache]
+
+
+def test_previous_tail_finds_the_previous_tail_at_an_even_block() -> None:
+    """The first user message holds two blocks (an instruction update and the prompt), so the
+    last assistant message starts at block 2 and block 1 ended the previous request."""
+    marked = previous_tail(
+        _blocks_request(("user", 2), ("assistant", 1), ("user", 1)), anchor=None, ttl="5m"
+    )
+    assert _block_marks(marked) == [1, 3]
+
+
+def test_previous_tail_never_marks_past_an_earlier_anchor() -> None:
+    """A warming request whose hook appended an assistant prefill: the previous tail (block
+    2) lies after the anchor (block 1, the history's last), so only the anchor is marked."""
+    request = _blocks_request(("user", 1), ("assistant", 1), ("user", 1), ("assistant", 1))
+    assert _block_marks(previous_tail(request, anchor=1, ttl="5m")) == [1]
+
+
+def test_previous_tail_marks_the_last_of_three_system_parts() -> None:
+    marked = previous_tail(_request(system=3, messages=1), anchor=None, ttl="5m")
+    assert _marks(marked) == ["tool:b", "system:0", "system:2", "message:0"]

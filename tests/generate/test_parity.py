@@ -3,6 +3,7 @@ on hand-made wire requests (the laws exercise it on real ones from the emulator'
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -247,3 +248,81 @@ def test_a_history_block_is_named_by_its_kind() -> None:
     )
     reasons = [d.reason for d in diff(_wire(step), _wire(generate)).violations]
     assert "history differs (generate has a assistant tool_call block)" in reasons
+
+
+def test_an_assistant_block_on_the_step_side_is_not_shared_with_a_user_one() -> None:
+    step = _body(("assistant", [_text("Same.")]))
+    generate = _body(("user", [_text("Same.")]))
+    report = diff(_wire(step), _wire(generate))
+    assert [(d.verdict, d.reason) for d in report.differences] == [
+        ("violation", "history differs (step has a assistant text block)"),
+        ("allowed", "generate's own trailing user text (the transient message)"),
+    ]
+
+
+def test_a_longer_trailing_run_on_the_step_side_is_a_violation() -> None:
+    step = _body(*HISTORY, ("user", [_text("Update."), _text("Step prompt.")]))
+    generate = _body(*HISTORY, ("user", [_text("Generate prompt.")]))
+    report = diff(_wire(step), _wire(generate))
+    assert report.allowed == () and len(report.violations) == 3
+    assert report.violations[0].reason == (
+        "step appends 2 trailing blocks where the other side appends 1"
+    )
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "other"},
+    ],
+    ids=["image", "tool_result"],
+)
+def test_a_trailing_user_block_that_is_not_text_is_a_violation(block: dict[str, Any]) -> None:
+    """Kinds that sort before and after 'text': neither is the transient message."""
+    step = _body(*HISTORY, ("user", [_text("Step prompt.")]))
+    generate = _body(*HISTORY, ("user", [block]))
+    report = diff(_wire(step), _wire(generate))
+    assert [d.verdict for d in report.differences] == ["allowed", "violation"]
+    assert report.violations[0].reason.startswith("history differs (generate has a user ")
+
+
+def test_equal_header_values_that_are_distinct_strings_do_not_differ() -> None:
+    body = _body(*HISTORY)
+    value = "".join(["s", "e", "s", "_1"])  # built at run time: equal to, not the same as
+    report = diff(_wire(body, {"x-session-id": "ses_1"}), _wire(body, {"x-session-id": value}))
+    assert report.differences == ()
+
+
+def test_the_report_and_its_parts_are_read_only() -> None:
+    body = _body(*HISTORY, ("user", [_text("Prompt.")]))
+    wire = _wire(body)
+    report = diff(wire, _wire(_body(*HISTORY, ("user", [_text("Other.")]))))
+    for value, field in ((wire, "body"), (report, "differences"), (report.differences[0], "path")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, None)
+
+
+def test_a_long_session_diffs_like_a_short_one() -> None:
+    """More than 256 blocks: positions and lengths are compared by value (CPython shares the
+    int objects up to 256 only)."""
+    turns = 150
+    history: list[tuple[str, list[dict[str, Any]] | str]] = []
+    for i in range(turns):
+        history += [("user", [_text(f"Q{i}")]), ("assistant", [_text(f"A{i}")])]
+    marked = [*history[:-1], ("assistant", [_text(f"A{turns - 1}", cache_control=MARK)])]
+    step = _body(*history, ("user", [_text("Step prompt.")]))
+    warming = _body(*marked, ("user", [_text("Keep-alive.")]))
+    report = diff(_wire(step), _wire(warming))
+    assert [d.reason for d in report.differences] == [
+        "warming breakpoint on the last shared block",
+        "step's own trailing user text (the transient message)",
+        "generate's own trailing user text (the transient message)",
+    ]
+    # Histories that differ from their first block on, in tails of 300 user text blocks.
+    a = _body(("user", [_text(f"a{i}") for i in range(2 * turns)]))
+    b = _body(("user", [_text(f"b{i}") for i in range(2 * turns)]))
+    assert diff(_wire(a), _wire(b)).violations == ()
+    # One side the other's prefix: the shared run ends at the shorter side's end.
+    longer = diff(_wire(_body(*history)), _wire(_body(*history, ("user", [_text("More.")]))))
+    assert [d.path for d in longer.differences] == [f"messages[{2 * turns}].content[0]"]

@@ -1,0 +1,61 @@
+"""The public shapes hooks, cache policies and callers rely on: read-only value objects,
+keyword-only parameters and documented defaults (each pinned by the mutation run, issue 20)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sessiongen import no_cache, opencode_default, previous_tail
+from sessiongen.cache_policy import lookback_ladder
+from sessiongen.session.generate import ToolResult
+from sessiongen.session.request import RequestInfo, SessionModelRequest
+
+from ..conftest import EngineFactory
+
+KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
+POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def _kinds(function: Callable[..., Any]) -> dict[str, inspect._ParameterKind]:
+    return {name: p.kind for name, p in inspect.signature(function).parameters.items()}
+
+
+def test_a_snapshot_is_read_only(make_engine: EngineFactory, workspace: Path) -> None:
+    engine, _, _ = make_engine()
+    snapshot = engine.select(engine.create_session("build", workspace=workspace).id)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snapshot.history = ()  # type: ignore[misc]
+
+
+def test_request_info_is_read_only_and_not_warming_unless_told() -> None:
+    info = RequestInfo(operation="step", session_id="s", revision=0)
+    assert (info.step, info.tag, info.warming) == (None, None, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.tag = "changed"  # type: ignore[misc]
+
+
+def test_a_preparation_is_read_only() -> None:
+    preparation = SessionModelRequest()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        preparation.cache_policy = no_cache  # type: ignore[misc]
+
+
+def test_build_and_prepare_take_the_snapshot_by_position_and_the_rest_by_keyword() -> None:
+    for method in (SessionModelRequest.build, SessionModelRequest.prepare):
+        kinds = _kinds(method)
+        assert kinds.pop("self") == kinds.pop("snapshot") == POSITIONAL, method
+        assert set(kinds.values()) == {KEYWORD_ONLY}, method
+
+
+@pytest.mark.parametrize("policy", [opencode_default, previous_tail, no_cache, lookback_ladder])
+def test_a_cache_policy_takes_anchor_and_ttl_by_keyword(policy: Callable[..., Any]) -> None:
+    assert _kinds(policy) == {"request": POSITIONAL, "anchor": KEYWORD_ONLY, "ttl": KEYWORD_ONLY}
+
+
+def test_a_tool_result_is_not_an_error_unless_told() -> None:
+    assert ToolResult(call_id="c", text="t").is_error is False

@@ -77,6 +77,22 @@ def test_a_failing_cell_exits_1_naming_notebook_and_cell(
     assert not site.exists()
 
 
+def test_a_failing_cell_is_one_line_on_stderr_to_the_end(tmp_path: Path) -> None:
+    """The command as a process: its stderr is the progress line and the one error line,
+    nothing printed after it at exit (a failed job's exception left unread was once printed by asyncio there)."""
+    import subprocess
+    import sys
+
+    bad = _notebook(tmp_path / "bad.ipynb", "raise ValueError('the evidence moved')")
+    command = [sys.executable, "-m", "sessiongen.cli", "workbench", str(bad), "--skip-evidence"]
+    command += ["--site-dir", str(tmp_path / "site")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if not line.startswith("running ")]  # the progress line
+    assert len(errors) == 1 and errors[0].endswith("ValueError: the evidence moved"), lines
+
+
 def test_a_passing_notebook_is_stored_as_the_repository_keeps_them(tmp_path: Path) -> None:
     """Outputs stored in place, nbformat's JSON with indent 1 and a final newline, no
     per-cell execution timing."""

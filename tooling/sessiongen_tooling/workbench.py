@@ -797,7 +797,9 @@ async def _run_jobs(jobs: list[_Job], slots: int, running: Callable[[list[str]],
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     for task in pending:
         task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
+    # Every task's outcome is collected, the failed ones' too: an exception left unread is
+    # printed by asyncio at exit ("Task exception was never retrieved") after the one line.
+    await asyncio.gather(*tasks, return_exceptions=True)
     if failures:
         raise failures[0]
 

@@ -41,7 +41,9 @@ import argparse
 import ast
 import datetime as dt
 import json
+import math
 import os
+import random
 import shutil
 import signal
 import socket
@@ -89,18 +91,46 @@ SELECTIONS: dict[str, tuple[str, ...]] = {
     ),
     # The placement measurements call the policies directly, on sessions of every length.
     "cache_policy": (*ENGINE_TESTS, "tests/warming/test_placement.py"),
+    # Packages (every module in them): the tests that import them, from the test imports.
+    "cache": (
+        "tests/emulator",
+        "tests/providers/test_bedrock_caching.py",
+        "tests/providers/test_openai_caching.py",
+        "tests/providers/test_gemini_caching.py",
+        "tests/llm/test_usage.py",
+        "tests/engine/test_compaction.py",
+        "tests/engine/test_owned_state.py",
+        "tests/generate/test_result.py",
+        "tests/warming/test_policies.py",
+        "tests/warming/test_replay.py",
+        "tests/warming/test_optimum.py",
+        "tests/warming/test_placement.py",
+    ),
+    # Without the experiment on the Mooncake traces (a CLI subprocess run, 100 s).
+    "warming": tuple(
+        f"tests/warming/{name}"
+        for name in (
+            "test_calibration.py test_events.py test_events_parquet.py test_generator.py"
+            " test_keeper.py test_mooncake.py test_optimum.py test_placement.py test_plots.py"
+            " test_policies.py test_replay.py test_report.py test_shards.py test_traces.py"
+            " test_tracking.py test_tracking_more.py test_transcripts.py"
+            " test_transcripts_real.py test_transcripts_usage.py"
+        ).split()
+    ),
 }
 SKIP_REASON = "type annotation that is never evaluated at run time"
-COUNTED = ("mutants", "skipped", "killed", "timeouts", "survived", "incompetent")
+SAMPLE_REASON = "not drawn for the sample (--sample)"
+COUNTED = ("mutants", "skipped", "unsampled", "killed", "timeouts", "survived", "incompetent")
 
 
 @dataclass
 class Mutant:
     module: str
+    path: str  # the file, relative to the package (a package module has many)
     line: int
     operator: str
     definition: str | None
-    outcome: str  # killed | timeouts | survived | incompetent | skipped
+    outcome: str  # killed | timeouts | survived | incompetent | skipped | unsampled
     before: list[str] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
 
@@ -115,6 +145,7 @@ class ModuleScore:
     wall_s: float = 0.0
     mutants: int = 0
     skipped: int = 0
+    unsampled: int = 0
     killed: int = 0
     timeouts: int = 0
     survived: int = 0
@@ -125,6 +156,18 @@ class ModuleScore:
         detected = self.killed + self.timeouts
         judged = detected + self.survived
         return round(100.0 * detected / judged, 1) if judged else 100.0
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """95% Wilson interval of the module's score when only a sample of it ran."""
+        judged = self.killed + self.timeouts + self.survived
+        if not self.unsampled or not judged:
+            return None
+        z, p = 1.96, (self.killed + self.timeouts) / judged
+        centre = (p + z * z / (2 * judged)) / (1 + z * z / judged)
+        half = z * math.sqrt(p * (1 - p) / judged + z * z / (4 * judged * judged))
+        half /= 1 + z * z / judged
+        return round(100 * (centre - half), 1), round(100 * (centre + half), 1)
 
 
 # Process groups this script started and must end: the http workers and a running `exec`.
@@ -206,12 +249,15 @@ def warm_up(clone: Path, python: Path) -> None:
 
 
 def module_file(clone: Path, module: str) -> str:
-    """The module's path in the clone: `name.py`, `_name.py` once it became internal, or
-    `session/name.py` once the engine's parts moved into their package."""
+    """The module's path in the clone: `name.py`, `_name.py` once it became internal,
+    `session/name.py` once the engine's parts moved into their package, or the package
+    directory `name/` (cosmic-ray then mutates every module in it)."""
+    if (clone / PACKAGE / module / "__init__.py").is_file():
+        return f"{PACKAGE}/{module}"
     for name in (f"{module}.py", f"_{module}.py", f"session/{module}.py"):
         if (clone / PACKAGE / name).is_file():
             return f"{PACKAGE}/{name}"
-    raise SystemExit(f"no {module}.py, _{module}.py or session/{module}.py under {PACKAGE}")
+    raise SystemExit(f"no {module}.py, _{module}.py, session/{module}.py or {module}/ in {PACKAGE}")
 
 
 def baseline(command: str, clone: Path, module: str) -> float:
@@ -296,23 +342,49 @@ def annotation_spans(source: str) -> list[Span]:
     return spans
 
 
-def skip_annotations(db: Path, source_path: Path) -> int:
+def _mark_skipped(con: sqlite3.Connection, jobs: list[str], reason: str) -> None:
+    con.executemany(
+        "insert into work_results (worker_outcome, output, test_outcome, diff, job_id)"
+        " values ('SKIPPED', ?, NULL, NULL, ?)",
+        [(reason, job) for job in jobs],
+    )
+
+
+def skip_annotations(db: Path, clone: Path) -> int:
     """Mark the mutants inside never-evaluated annotations as skipped; returns how many."""
-    spans = annotation_spans(source_path.read_text())
+    spans: dict[str, list[Span]] = {}
     with sqlite3.connect(db) as con:
         specs = con.execute(
-            "select job_id, start_pos_row, start_pos_col from mutation_specs"
+            "select job_id, module_path, start_pos_row, start_pos_col from mutation_specs"
             " where job_id not in (select job_id from work_results)"
         ).fetchall()
-        skipped = [
-            job for job, row, col in specs if any(start <= (row, col) < end for start, end in spans)
-        ]
-        con.executemany(
-            "insert into work_results (worker_outcome, output, test_outcome, diff, job_id)"
-            " values ('SKIPPED', ?, NULL, NULL, ?)",
-            [(SKIP_REASON, job) for job in skipped],
-        )
+        skipped = []
+        for job, path, row, col in specs:
+            if path not in spans:
+                spans[path] = annotation_spans((clone / path).read_text())
+            if any(start <= (row, col) < end for start, end in spans[path]):
+                skipped.append(job)
+        _mark_skipped(con, skipped, SKIP_REASON)
     return len(skipped)
+
+
+def draw_sample(db: Path, fraction: float, seed: int) -> int:
+    """Leave a seeded random `fraction` of the runnable mutants to run and mark the rest as
+    not sampled; returns how many were left out. The draw is over the mutants in source order
+    (cosmic-ray's job ids are random), so one commit, fraction and seed draw the same ones."""
+    with sqlite3.connect(db) as con:
+        runnable = [
+            job
+            for (job,) in con.execute(
+                "select job_id from mutation_specs"
+                " where job_id not in (select job_id from work_results)"
+                " order by module_path, start_pos_row, start_pos_col, operator_name, occurrence"
+            )
+        ]
+        keep = set(random.Random(seed).sample(runnable, round(fraction * len(runnable))))
+        left_out = [job for job in runnable if job not in keep]
+        _mark_skipped(con, left_out, SAMPLE_REASON)
+    return len(left_out)
 
 
 def counts(db: Path) -> tuple[int, int]:
@@ -344,7 +416,7 @@ def classify(worker: str | None, test: str | None, output: str | None) -> str:
     worker = (worker or "").lower()
     test = (test or "").lower()
     if worker in ("skipped", "no_test"):
-        return "skipped"
+        return "unsampled" if output == SAMPLE_REASON else "skipped"
     if worker != "normal" or test not in ("killed", "survived"):
         return "incompetent"
     if test == "killed":
@@ -354,17 +426,20 @@ def classify(worker: str | None, test: str | None, output: str | None) -> str:
 
 def read_results(db: Path, module: str) -> list[Mutant]:
     query = (
-        "select s.start_pos_row, s.operator_name, s.definition_name, r.worker_outcome,"
-        " r.test_outcome, r.output, r.diff from mutation_specs s"
+        "select s.module_path, s.start_pos_row, s.operator_name, s.definition_name,"
+        " r.worker_outcome, r.test_outcome, r.output, r.diff from mutation_specs s"
         " left join work_results r on r.job_id = s.job_id"
-        " order by s.start_pos_row, s.start_pos_col, s.operator_name"
+        " order by s.module_path, s.start_pos_row, s.start_pos_col, s.operator_name"
     )
     mutants: list[Mutant] = []
     with sqlite3.connect(db) as con:
-        for row, operator, definition, worker, test, output, diff in con.execute(query):
+        for path, row, operator, definition, worker, test, output, diff in con.execute(query):
             outcome = classify(worker, test, output)
             before, after = diff_lines(diff or "")
-            mutants.append(Mutant(module, int(row), operator, definition, outcome, before, after))
+            where = str(Path(path).relative_to(PACKAGE)) if path.startswith(PACKAGE) else path
+            mutants.append(
+                Mutant(module, where, int(row), operator, definition, outcome, before, after)
+            )
     return mutants
 
 
@@ -401,6 +476,8 @@ def score_module(
     *,
     timeout: float | None,
     mutate_annotations: bool,
+    sample: float | None,
+    seed: int,
 ) -> tuple[ModuleScore, list[Mutant]]:
     command = test_command(module, clones[0], python)
     took = baseline(command, clones[0], module)
@@ -411,10 +488,11 @@ def score_module(
     config, db = work / f"{module}.toml", work / f"{module}.sqlite"
     write_config(config, source, command, limit, ports)
     _run(cr_command("init", str(config), str(db)), clones[0])
-    skipped = 0 if mutate_annotations else skip_annotations(db, clones[0] / source)
+    skipped = 0 if mutate_annotations else skip_annotations(db, clones[0])
+    unsampled = draw_sample(db, sample, seed) if sample is not None else 0
     print(
-        f"[{module}] {source}: {counts(db)[1]} mutants, {skipped} in annotations skipped;"
-        f" baseline {took:.1f}s, timeout {limit:.0f}s",
+        f"[{module}] {source}: {counts(db)[1]} mutants, {skipped} in annotations skipped,"
+        f" {unsampled} left out of the sample; baseline {took:.1f}s, timeout {limit:.0f}s",
         flush=True,
     )
     start = time.monotonic()
@@ -448,14 +526,17 @@ def total_of(scores: list[ModuleScore]) -> ModuleScore:
 
 
 def table(scores: list[ModuleScore]) -> str:
-    names = ("mutants", "skipped", "killed", "timeout", "survived", "incompetent", "% killed")
-    head = f"{'module':<14}" + "".join(f"{n:>12}" for n in names)
+    names = ("mutants", "skipped", "unsampled", "killed", "timeout", "survived", "incompetent")
+    head = f"{'module':<14}" + "".join(f"{n:>12}" for n in names) + f"{'% killed':>12}"
     rows = [head, "-" * len(head)]
     for s in [*scores, total_of(scores)]:
         if s.module == "TOTAL":
             rows.append("-" * len(head))
         values = [getattr(s, name) for name in COUNTED]
-        rows.append(f"{s.module:<14}" + "".join(f"{v:>12}" for v in values) + f"{s.percent:>11}%")
+        interval = f" (95%: {s.interval[0]}-{s.interval[1]})" if s.interval else ""
+        rows.append(
+            f"{s.module:<14}" + "".join(f"{v:>12}" for v in values) + f"{s.percent:>11}%{interval}"
+        )
     return "\n".join(rows)
 
 
@@ -524,9 +605,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="parallel workers (one clone each)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per mutant")
     parser.add_argument("--mutate-annotations", action="store_true", help="run those mutants too")
+    parser.add_argument(
+        "--sample", type=float, default=None, help="run only this fraction (0-1] of the mutants"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the sample's random seed")
     parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--keep", action="store_true", help="keep the temporary clones")
     args = parser.parse_args(argv)
+    if args.sample is not None and not 0 < args.sample <= 1:
+        parser.error(f"--sample must be a fraction in (0, 1], not {args.sample}")
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
     unknown = sorted(set(modules) - set(SELECTIONS))
     if unknown or not modules:
@@ -573,11 +660,23 @@ def main(argv: list[str] | None = None) -> int:
                 work,
                 timeout=args.timeout,
                 mutate_annotations=args.mutate_annotations,
+                sample=args.sample,
+                seed=args.seed,
             )
             scores.append(score)
             mutants.extend(found)
             so_far = time.monotonic() - started
-            write_report(args.out, scores, mutants, version, commit, len(clones), so_far)
+            write_report(
+                args.out,
+                scores,
+                mutants,
+                version,
+                commit,
+                len(clones),
+                so_far,
+                args.sample,
+                args.seed,
+            )
     finally:
         stop_children(work)
         if not args.keep:
@@ -585,7 +684,9 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.monotonic() - started
     print()
     print(table(scores))
-    survivors = write_report(args.out, scores, mutants, version, commit, len(clones), wall)
+    survivors = write_report(
+        args.out, scores, mutants, version, commit, len(clones), wall, args.sample, args.seed
+    )
     print(f"\n{survivors} survivors; wall time {wall / 60:.1f} min; details in {args.out}")
     return 0
 
@@ -598,6 +699,8 @@ def write_report(
     commit: str,
     jobs: int,
     wall: float,
+    sample: float | None = None,
+    seed: int = 0,
 ) -> int:
     """Write the JSON report (after every module, so an interrupted run keeps the modules it
     finished); returns the number of survivors."""
@@ -611,7 +714,10 @@ def write_report(
         "jobs": jobs,
         "wall_s": round(wall, 1),
         "skipped_reason": SKIP_REASON,
-        "modules": [{**asdict(s), "percent_killed": s.percent} for s in scores],
+        "sample": {"fraction": sample, "seed": seed, "reason": SAMPLE_REASON} if sample else None,
+        "modules": [
+            {**asdict(s), "percent_killed": s.percent, "interval_95": s.interval} for s in scores
+        ],
         "total": {name: getattr(total, name) for name in COUNTED}
         | {"percent_killed": total.percent},
         "survivors": [asdict(m) for m in survivors],

@@ -273,3 +273,24 @@ def _mention(match: re.Match[str], contract_url: str) -> str:
         return match.group(0)
     title = html.escape(clause.title or clause.id, quote=True)
     return f'<a class="sg-clause-ref" href="{contract_url}#{clause.anchor}" title="{title}">{match.group(0)}</a>'
+
+
+# --- the 404 page ----------------------------------------------------------------------------
+
+_ROOT_ABSOLUTE = re.compile(r'((?:href|src)=")/(?!/)|("(?:base|search)": ")/')
+
+
+def on_post_template(output: str, template_name: str, config: MkDocsConfig) -> str:
+    """Without a `site_url`, MkDocs writes the 404 page with root-absolute links (`/api.html`),
+    which break when the site is opened from disk or served under a path (`/sessiongen/`).
+    Relative links, like every other page's, work in both; with a `site_url` MkDocs knows the
+    site's path and its links are left alone."""
+    if template_name != "404.html" or config.site_url:
+        return output
+
+    def relative(match: re.Match[str]) -> str:
+        if match.group(1):
+            return match.group(1)
+        return match.group(2) + ("." if match.group(0).endswith('"base": "/') else "")
+
+    return _ROOT_ABSOLUTE.sub(relative, output)

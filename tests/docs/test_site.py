@@ -236,6 +236,55 @@ def test_each_question_has_a_decision_record_with_figures_and_tests(site: BuiltS
         assert f'id="trace-{clause.anchor}"' in trace, clause.id
 
 
+def _clause_ids(text: str) -> list[str]:
+    """The clause ids a line names, ranges (`SG-FAIL-1 to SG-FAIL-6`) spelt out."""
+    ids = re.findall(r"SG-[A-Z]+-\d+", text)
+    for first, last in re.findall(r"(SG-[A-Z]+-\d+) to (SG-[A-Z]+-\d+)", text):
+        stem, low, high = (
+            first.rsplit("-", 1)[0],
+            int(first.rsplit("-", 1)[1]),
+            int(last.rsplit("-", 1)[1]),
+        )
+        assert last.startswith(stem + "-"), f"a range across kinds: {first} to {last}"
+        ids += [f"{stem}-{n}" for n in range(low, high + 1)]
+    return ids
+
+
+def test_each_question_has_a_one_line_answer_naming_its_clauses() -> None:
+    """Under each question of the Questions page, one `**Answer:**` line that names clauses
+    of the contract, every one of which exists."""
+    known = {c.id for c in _clauses()}
+    text = (ROOT / "docs" / "questions.md").read_text(encoding="utf-8")
+    sections = re.split(r"^## \d+\. ", text, flags=re.M)[1:]
+    assert len(sections) == len(DECISIONS)
+    for section in sections:
+        answers = [line for line in section.splitlines() if line.startswith("**Answer:**")]
+        assert len(answers) == 1, f"{section.splitlines()[0]}: {len(answers)} answer lines"
+        named = _clause_ids(answers[0])
+        assert named and set(named) <= known, f"{answers[0]}: unknown {set(named) - known}"
+
+
+def test_the_contract_opens_with_the_six_decisions_on_one_screen() -> None:
+    """The seed's six questions, one table row each, before the first clause, each naming
+    clauses that exist; every clause of its kind is
+    covered by the failure and warming rows (a new SG-KEEP-5 must join its row)."""
+    known = {c.id for c in _clauses()}
+    text = (ROOT / "contract" / "session-generate.md").read_text(encoding="utf-8")
+    glance = text.split("## At a glance", 1)[1].split("\n## ", 1)[0]
+    assert text.index("## At a glance") < text.index("**SG-")
+    rows = [r for r in glance.splitlines() if re.match(r"\| \d\. ", r)]
+    assert len(rows) == 6 == len(DECISIONS) - 1  # the seventh question is ours, not a decision here
+    named: set[str] = set()
+    for row in rows:
+        ids = _clause_ids(row.rsplit("|", 2)[-2])
+        assert ids and set(ids) <= known, f"{row}: unknown {set(ids) - known}"
+        named |= set(ids)
+    for kind in ("FAIL", "KEEP"):  # the rows that claim a whole kind of clause
+        missing = {c for c in known if c.startswith(f"SG-{kind}-")} - named
+        assert not missing, f"the {kind} row leaves out {sorted(missing)}"
+    assert len(glance.splitlines()) <= 20, "no longer one screen"
+
+
 def test_notebooks_open_with_the_question_and_end_with_the_answer() -> None:
     """Numbered without gaps; each opens with its question, and its last section is the
     answer, in markdown, with no code after it; questions cite docs/questions.md, never a
@@ -581,7 +630,7 @@ class Browser:
 
 def _is_local(url: str) -> bool:
     parts = urlsplit(url)
-    if parts.scheme in ("data", "blob", "about", "chrome-error"):
+    if parts.scheme in ("data", "blob", "about", "chrome-error", "file"):
         return True
     return (parts.hostname or "") in LOOPBACK_HOSTS or (parts.hostname or "").startswith("127.")
 
@@ -748,6 +797,70 @@ def test_clause_anchor_traceability_and_notebook_in_browser(
     assert not browser.errors[first_error:], f"browser errors: {browser.errors[first_error:]}"
     assert (browser.shots / "notebook-03.png").stat().st_size > 50_000
     print(f"screenshots in {browser.shots}")
+
+
+WIDE_PAGES = ("contract", "benchmarks", "traces", "traceability", "warming")
+
+
+def test_wide_pages_fit_a_1400_px_screen(request: pytest.FixtureRequest, base_url: str) -> None:
+    """At 1400 px the content column is wider than Material's default (about 690 px between
+    the two sidebars) and no page scrolls sideways: a table wider than the column scrolls
+    inside its own box, and no code block is cut."""
+    browser: Browser = request.getfixturevalue("browser")
+    page = browser.context.new_page()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        for name in WIDE_PAGES:
+            page.goto(f"{base_url}/{name}.html", wait_until="load")
+            fit = page.evaluate(
+                """() => {
+                  const article = document.querySelector('article.md-content__inner');
+                  const loose = [...article.querySelectorAll('table, pre')].filter(el => {
+                    const box = el.closest('.md-typeset__scrollwrap, .highlight') || el.parentElement;
+                    const scrolls = getComputedStyle(box).overflowX === 'auto';
+                    return el.scrollWidth > box.clientWidth + 1 && !scrolls;
+                  });
+                  return {
+                    column: article.getBoundingClientRect().width,
+                    pageScroll: document.documentElement.scrollWidth - window.innerWidth,
+                    loose: loose.map(el => el.tagName + ': ' + el.innerText.slice(0, 60)),
+                  };
+                }"""
+            )
+            assert fit["column"] >= 850, f"{name}: content column {fit['column']:.0f} px"
+            assert fit["pageScroll"] <= 0, f"{name} scrolls sideways by {fit['pageScroll']} px"
+            assert not fit["loose"], f"{name}: wider than the column, not scrolling: {fit['loose']}"
+        page.goto(f"{base_url}/contract.html", wait_until="load")
+        page.screenshot(path=browser.shots / "contract-1400.png")
+    finally:
+        page.close()
+
+
+def test_the_404_page_links_relatively(site: BuiltSite) -> None:
+    """Like every other page: opened from disk or served under a path (`/sessiongen/`), a
+    root-absolute `/assets/...` would miss the site."""
+    text = (site.root / "404.html").read_text()
+    absolute = re.findall(r'(?:href|src)="/(?!/)[^"]*"|"(?:base|search)": "/[^"]*"', text)
+    assert not absolute, f"404.html links root-absolutely: {absolute[:5]}"
+    assert 'href="assets/sessiongen.css"' in text
+
+
+def test_the_404_page_is_styled_from_disk(request: pytest.FixtureRequest, site: BuiltSite) -> None:
+    """Opened as a file, the 404 page loads its stylesheets and links back to the home page."""
+    from playwright.sync_api import expect
+
+    browser: Browser = request.getfixturevalue("browser")
+    page = _open(browser, (site.root / "404.html").as_uri())
+    try:
+        header = page.locator("header.md-header")
+        expect(header).to_be_visible()
+        colour = header.evaluate("el => getComputedStyle(el).backgroundColor")
+        assert colour not in ("rgba(0, 0, 0, 0)", "transparent"), "404.html lost its stylesheet"
+        home = page.locator("a.md-header__button.md-logo")
+        assert home.evaluate("a => a.href") == (site.root / "index.html").as_uri()
+    finally:
+        page.close()
 
 
 def test_warming_page_examples_run(tmp_path: Path) -> None:

@@ -329,6 +329,21 @@ REGISTRY: tuple[Benchmark, ...] = (
         ),
         seconds=15,
     ),
+    Benchmark(
+        "workbench_times",
+        "the reviewer's workbench on a fresh clone, then with nothing changed",
+        (
+            FigureSpec("fresh_s", "`uv run sessiongen workbench`, fresh clone, wall", "s", 90),
+            FigureSpec("unchanged_s", "the same again, nothing changed, wall", "s", 15),
+            FigureSpec("fresh_cpu_s", "the fresh run, CPU of all its processes", "s"),
+            FigureSpec("edit_served_s", "`--serve`: an edited docs page served after", "s", 5),
+            FigureSpec("skip_notebooks_s", "`--skip-notebooks`, nothing changed, wall", "s"),
+            FigureSpec("sync_s", "`uv sync --frozen` in the fresh clone first, wall", "s"),
+            FigureSpec("load_at_start", "1-minute load average when the fresh run started", "-"),
+        ),
+        {"quick": True},
+        300,
+    ),
 )
 NAMES = tuple(b.name for b in REGISTRY)
 

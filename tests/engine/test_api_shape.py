@@ -59,3 +59,35 @@ def test_a_cache_policy_takes_anchor_and_ttl_by_keyword(policy: Callable[..., An
 
 def test_a_tool_result_is_not_an_error_unless_told() -> None:
     assert ToolResult(call_id="c", text="t").is_error is False
+
+
+def test_every_generate_surface_has_the_engines_signature() -> None:
+    """`generate` is spelt out on each surface (engine, generator, plugin context, both HTTP
+    clients) so that `help()`, IDEs and type checkers show its real keywords; this keeps the
+    copies one: same parameters, kinds, defaults and annotations, and the HTTP body's fields
+    are the keyword arguments with the same defaults."""
+    from sessiongen import SessionEngine
+    from sessiongen.client import AsyncSessiongenClient, SessiongenClient
+    from sessiongen.plugins.context import SessionAccess
+    from sessiongen.server.models import GenerateRequest
+    from sessiongen.session.generate import SessionGenerate
+
+    def shape(function: Callable[..., Any]) -> list[tuple[str, Any, Any, Any]]:
+        parameters = list(inspect.signature(function).parameters.values())[1:]  # not self
+        return [(p.name, p.kind, p.default, p.annotation) for p in parameters]
+
+    engine = shape(SessionEngine.generate)
+    assert [name for name, *_ in engine] == [
+        "session_id",
+        "prompt",
+        "tools_policy",
+        "warming",
+        "tag",
+    ]
+    for surface in (SessionGenerate, SessionAccess, SessiongenClient, AsyncSessiongenClient):
+        assert shape(surface.generate) == engine, surface.__name__
+    keywords = {name: default for name, kind, default, _ in engine if kind is KEYWORD_ONLY}
+    fields = GenerateRequest.model_fields
+    assert set(fields) == {"prompt", *keywords}
+    assert fields["prompt"].is_required()
+    assert {name: fields[name].default for name in keywords} == keywords

@@ -60,7 +60,7 @@ def make_engine(agent: Agent) -> EngineFactory:
 SLOW = (
     "notebooks/",  # nbval: each notebook in a kernel
     "tests/reliability/",  # crash runs, soak, concurrency across processes, fuzzing
-    "tests/docs/",  # the site build and the browser
+    "tests/docs/test_site.py",  # the site build and the browser
     "tests/client/test_end_to_end.py",  # real server and emulator processes
     "tests/server/test_serve.py",  # `sessiongen serve` as a process
     "tests/test_probe.py",  # probes against emulators on sockets

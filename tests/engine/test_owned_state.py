@@ -513,3 +513,14 @@ def test_no_module_keeps_a_cache_keyed_by_object_identity() -> None:
         if re.search(r"(?<![\w.])id\(", line)
     ]
     assert found == [("plugins/manager.py", "return id(self.pm)")]
+
+
+def test_the_active_history_ends_before_the_first_unsettled_message() -> None:
+    """The rule every incremental range is checked against: history is cut at the first
+    unsettled assistant message, and settled messages after it stay out with it."""
+    user = UserMessage(id="u0", parts=(TextPart(text="hi"),))
+    settled = AssistantMessage(id="a1", step=1, model="m", completed=True)
+    open_step = AssistantMessage(id="a2", step=1, model="m")
+    later = AssistantMessage(id="a3", step=1, model="m", completed=True)
+    assert active_history((user, settled, open_step, user, later)) == (user, settled)
+    assert active_history((user, open_step, later)) == (user,)

@@ -24,6 +24,7 @@ from sessiongen.model import (
     message_id,
 )
 from sessiongen.session.context import ACTIVE_RANGES
+from sessiongen.session.request import TRANSIENT_LOWERINGS
 from sessiongen.session.transcript import JOINS_KEPT, join_llm_messages, to_llm_messages
 from sessiongen.testing import ScriptedReply
 
@@ -104,6 +105,25 @@ def test_a_range_keeps_only_its_last_joins(make_engine: EngineFactory, workspace
             transient=(UserMessage(id="p", parts=(TextPart(text=prompt),)),),
         )
     assert len(snapshot.active.__dict__["joins"]) == JOINS_KEPT
+
+
+def test_a_preparation_keeps_only_its_last_transient_lowerings(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """The lowerings of the transient messages are kept for the last `TRANSIENT_LOWERINGS`
+    prompts, the newest last: a prompt sent again is lowered once, and the memory is bounded."""
+    engine, _, _ = make_engine()
+    snapshot = engine.select(engine.create_session("build", workspace=workspace).id)
+    prompts = [f"prompt {n}" for n in range(TRANSIENT_LOWERINGS + 5)]
+    for prompt in prompts:
+        engine.preparation.prepare(
+            snapshot,
+            operation="generate",
+            transient=(UserMessage(id="p", parts=(TextPart(text=prompt),)),),
+        )
+    known = engine.preparation._transient._known
+    kept = [key[0].parts[0].text for key in known]  # type: ignore[union-attr]
+    assert kept == prompts[-TRANSIENT_LOWERINGS:]
 
 
 async def test_a_session_deleted_and_created_again_is_selected_afresh(

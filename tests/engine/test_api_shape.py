@@ -86,6 +86,7 @@ def test_every_generate_surface_has_the_engines_signature() -> None:
     ]
     for surface in (SessionGenerate, SessionAccess, SessiongenClient, AsyncSessiongenClient):
         assert shape(surface.generate) == engine, surface.__name__
+    assert shape(SessionGenerate.prepare) == engine  # the request generate would send
     keywords = {name: default for name, kind, default, _ in engine if kind is KEYWORD_ONLY}
     fields = GenerateRequest.model_fields
     assert set(fields) == {"prompt", *keywords}

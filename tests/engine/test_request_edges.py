@@ -24,6 +24,7 @@ from sessiongen.model import (
     message_id,
 )
 from sessiongen.session.context import ACTIVE_RANGES
+from sessiongen.session.generate import APPENDED_KEPT
 from sessiongen.session.request import TRANSIENT_LOWERINGS
 from sessiongen.session.transcript import JOINS_KEPT, join_llm_messages, to_llm_messages
 from sessiongen.testing import ScriptedReply
@@ -124,6 +125,20 @@ def test_a_preparation_keeps_only_its_last_transient_lowerings(
     known = engine.preparation._transient._known
     kept = [key[0].parts[0].text for key in known]  # type: ignore[union-attr]
     assert kept == prompts[-TRANSIENT_LOWERINGS:]
+
+
+def test_generate_keeps_only_its_last_appended_prompts(
+    make_engine: EngineFactory, workspace: Path
+) -> None:
+    """The transient messages generate appends are kept for its last `APPENDED_KEPT`
+    prompts, the newest last: the same prompt again is the same messages, and memory is
+    bounded."""
+    engine, _, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    prompts = [f"prompt {n}" for n in range(APPENDED_KEPT + 5)]
+    for prompt in prompts:
+        engine.generator.prepare(sid, prompt)
+    assert [prompt for _, prompt in engine.generator._appended] == prompts[-APPENDED_KEPT:]
 
 
 async def test_a_session_deleted_and_created_again_is_selected_afresh(

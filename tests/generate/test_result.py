@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sessiongen import GenerateResult, ToolsPolicy
 from sessiongen.cache import override_model
 from sessiongen.lab import EmulatorLab
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.session.compaction import compaction_required
+from sessiongen.testing import ScriptedReply
+
+from ..conftest import EngineFactory
 
 
 @pytest.mark.clause("SG-RESULT-2")
@@ -82,3 +87,21 @@ async def test_policy_d_runs_permitted_calls_once_in_a_copy(emulated: EmulatorLa
         (True, "ToolError: tool 'grep' is not permitted for this agent"),
     ]
     assert len(emulated.requests()) == 1 and engine.store.dump() == before
+
+
+@pytest.mark.clause("SG-TOOLS-1")
+@pytest.mark.parametrize(
+    "policy", [p for p in ToolsPolicy if p is not ToolsPolicy.EXECUTE_ONCE], ids=str
+)
+async def test_only_policy_d_runs_a_returned_call(
+    make_engine: EngineFactory, workspace: Path, policy: ToolsPolicy
+) -> None:
+    """Under every other policy a returned tool call is returned, never run, even when the
+    model calls a tool it was not shown (no_tools) or told not to call (choice_none)."""
+    engine, scripted, _ = make_engine()
+    sid = engine.create_session("build", workspace=workspace).id
+    scripted.queue([ScriptedReply.calling(("c1", "write_file", {"path": "x.txt", "content": "x"}))])
+    result = await engine.generate(sid, "Outline?", tools_policy=policy)
+    assert [c.name for c in result.tool_calls] == ["write_file"]
+    assert result.tool_results == ()
+    assert not (workspace / "x.txt").exists()

@@ -326,3 +326,27 @@ def test_a_long_session_diffs_like_a_short_one() -> None:
     # One side the other's prefix: the shared run ends at the shorter side's end.
     longer = diff(_wire(_body(*history)), _wire(_body(*history, ("user", [_text("More.")]))))
     assert [d.path for d in longer.differences] == [f"messages[{2 * turns}].content[0]"]
+
+
+def test_equal_values_that_are_distinct_strings_are_equal_everywhere() -> None:
+    """Provider, path and cache key read from a log are equal to, not the same objects as,
+    the other side's: they must compare by value."""
+    body = _body(*HISTORY)
+
+    def built(text: str) -> str:
+        return "".join(list(text))  # built at run time: equal to, not the same as
+
+    step = WireRequest(body, {"x-session-id": "s"}, "root_key", "anthropic", "/v1/messages")
+    generate = WireRequest(
+        body, {"x-session-id": "s"}, built("root_key"), built("anthropic"), built("/v1/messages")
+    )
+    assert diff(step, generate).differences == ()
+
+
+def test_a_header_after_an_equal_one_is_still_compared() -> None:
+    body = _body(*HISTORY)
+    step = _wire(body, {"a-same": "1", "x-session-id": "s"})
+    generate = _wire(body, {"a-same": "1", "x-session-id": "t"})
+    assert _rows(diff(step, generate)) == [
+        ("headers.x-session-id", "violation", "changes the headers")
+    ]

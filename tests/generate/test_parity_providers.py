@@ -295,3 +295,20 @@ def test_gemini_a_thought_part_is_reasoning_not_text() -> None:
         ("user", "text"),
         ("assistant", "reasoning"),
     ]
+
+
+def test_gemini_the_query_of_a_streamed_path_is_transport() -> None:
+    """The SDK streams from `:streamGenerateContent?alt=sse`; the unstreamed warming call's
+    `:generateContent` is the same endpoint, and another model's is not."""
+    prompt = {"role": "user", "parts": [{"text": "Ping."}]}
+    streamed = _gemini(_gemini_body(prompt), "/v1beta/models/g:streamGenerateContent?alt=sse")
+    assert _rows(streamed, _gemini(_gemini_body(prompt), "/v1beta/models/g:generateContent")) == [
+        ("path", "allowed", "transport (warming is unstreamed)")
+    ]
+    other = _gemini(_gemini_body(prompt), "/v1beta/models/h:generateContent?alt=sse")
+    assert _rows(streamed, other) == [("path", "violation", "changes the endpoint")]
+
+
+def test_two_providers_bodies_are_not_compared_in_either_order() -> None:
+    with pytest.raises(ValueError, match="cannot compare a openai body with a bedrock one"):
+        diff(_openai(_chat()), _bedrock(_converse()))

@@ -7,6 +7,7 @@ cosmic-ray 8's schema, read from a real session of `benchmarks/mutation_score.py
 from __future__ import annotations
 
 import importlib.util
+import json
 import sqlite3
 import sys
 from pathlib import Path
@@ -111,3 +112,20 @@ def test_a_sampled_score_reports_its_interval_and_a_full_one_does_not(
     low, high = sampled.interval
     assert low < 90.0 < high
     assert (low, high) == (82.6, 94.5)  # Wilson, z = 1.96, 90 of 100
+
+
+def test_the_docs_tables_are_the_committed_records(script: ModuleType) -> None:
+    """docs/benchmarks.md's mutation tables are generated from benchmarks/mutation/*.json:
+    regenerate with `uv run python benchmarks/mutation_score.py --docs docs/benchmarks.md
+    --from benchmarks/mutation/*.json`."""
+    records = sorted((ROOT / "benchmarks" / "mutation").glob("*.json"))
+    assert records, "no committed mutation run record"
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    start, end = page.index(script.DOCS_BEGIN), page.index(script.DOCS_END)
+    section = page[start : end + len(script.DOCS_END)]
+    reports = [json.loads(path.read_text(encoding="utf-8")) for path in records]
+    assert section == script.render_docs(reports)
+    judged = (ROOT / "benchmarks" / "mutation-report.md").read_text(encoding="utf-8")
+    assert "NOT JUDGED" not in judged
+    for report in reports:  # each committed run has its section of judgements
+        assert report["commit"][:12] in judged, f"run at {report['commit'][:12]} not reported"

@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sessiongen import Agent, SessionEngine, SessionModelRequest, SessionStore
 from sessiongen.cache_policy import (
+    MARKED_VARIANTS,
     _marked,
     lookback_ladder,
     mark_blocks,
@@ -524,3 +525,19 @@ def test_the_active_history_ends_before_the_first_unsettled_message() -> None:
     later = AssistantMessage(id="a3", step=1, model="m", completed=True)
     assert active_history((user, settled, open_step, user, later)) == (user, settled)
     assert active_history((user, open_step, later)) == (user,)
+
+
+def test_a_message_tuple_keeps_only_its_last_marked_variants() -> None:
+    """Each placement of marks is kept on the tuple for the next request that asks for it,
+    the last `MARKED_VARIANTS` of them, newest last: bounded memory, and the repeated one
+    is the very same object."""
+    lowered = to_llm_messages(
+        tuple(UserMessage(id=f"m{i}", parts=(TextPart(text=f"t{i}"),)) for i in range(12))
+    )
+    mark = CacheMark(ttl="5m")
+    asked = [(i,) for i in range(MARKED_VARIANTS + 3)]
+    for blocks in asked:
+        mark_blocks(lowered, blocks, mark)
+    assert [blocks for blocks, _ in lowered.marked] == asked[-MARKED_VARIANTS:]
+    last = next(reversed(lowered.marked.values()))
+    assert mark_blocks(lowered, asked[-1], mark) is last

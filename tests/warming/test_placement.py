@@ -7,6 +7,7 @@ from dataclasses import replace
 from itertools import cycle, islice
 from typing import Any
 
+import pytest
 from sessiongen.cache import cost, flatten_request
 from sessiongen.cache_policy import (
     CachePolicy,
@@ -260,3 +261,47 @@ def test_the_ladder_marks_the_tail_and_a_rung_one_window_back() -> None:
 def test_the_ladder_never_puts_its_rung_on_a_reasoning_block() -> None:
     marked = lookback_ladder(_request(30, reasoning_at=9), anchor=None, ttl="5m")
     assert _marked(marked)[-2:] == ["block:10", "block:29"]
+
+
+def test_the_ladder_rung_may_sit_on_block_0_and_moves_off_a_first_reasoning_block() -> None:
+    """21 blocks: the rung lands on block 0 itself; on a reasoning block 0 it moves to 1. 20
+    blocks with a reasoning block 0: the rung would be at -1, before the request, so there is
+    none (it must not be walked forward into the request)."""
+    assert _marked(lookback_ladder(_request(21), anchor=None, ttl="5m"))[-2:] == [
+        "block:0",
+        "block:20",
+    ]
+    marked = lookback_ladder(_request(21, reasoning_at=0), anchor=None, ttl="5m")
+    assert _marked(marked)[-2:] == ["block:1", "block:20"]
+    marked = lookback_ladder(_request(20, reasoning_at=0), anchor=None, ttl="5m")
+    assert _marked(marked) == ["tool:a", "system:1", "block:19"]
+
+
+def test_the_ladder_finds_a_reasoning_block_inside_a_longer_message() -> None:
+    """Blocks are counted across messages: in a message of several blocks, the one at the
+    rung is found by its offset in that message."""
+    user = LLMMessage(role="user", content=tuple(TextContent(text=f"u{i}") for i in range(3)))
+    thinking = ReasoningContent(text="thinking", signature="sig")
+    assistant = LLMMessage(
+        role="assistant",
+        content=(
+            thinking,
+            TextContent(text="a"),
+            thinking,
+            *(TextContent(text="b") for _ in range(5)),
+        ),
+    )
+    rest = tuple(LLMMessage(role="user", content=(TextContent(text=f"r{i}"),)) for i in range(15))
+    request = _request(1).model_copy(update={"messages": (user, assistant, *rest)})
+    marked = lookback_ladder(request, anchor=None, ttl="5m")  # 26 blocks: tail 25, rung 5
+    flat = [b for m in marked.messages for b in m.content]
+    assert [i for i, b in enumerate(flat) if b.cache] == [6, 25]  # block 5 is reasoning
+
+
+@pytest.mark.parametrize("policy", [opencode_default, lookback_ladder])
+def test_the_last_of_three_system_parts_is_marked(policy: CachePolicy) -> None:
+    """A hook may add a third system part: the last one is still the one marked."""
+    request = _request(3)
+    request = request.model_copy(update={"system": (*request.system, SystemPart(text="s2"))})
+    assert "system:2" in _marked(policy(request, anchor=None, ttl="5m"))
+    assert "system:1" not in _marked(policy(request, anchor=None, ttl="5m"))

@@ -280,3 +280,39 @@ def test_thinking_types_follow_the_docs() -> None:
         "disabled",
     }
     assert get_model("claude-opus-5").thinking_types == ("adaptive", "disabled")
+
+
+def test_a_million_tokens_cost_the_listed_price_exactly() -> None:
+    """pricing.json states its unit ("USD/MTok", as the providers' price pages do: Anthropic
+    lists e.g. "$3 / MTok" for input), so a million tokens of each kind cost the listed
+    figure, to the cent and below."""
+    from sessiongen.cache.catalog import UnknownModel
+    from sessiongen.cache.pricing import cost_breakdown, price
+
+    usage = {
+        "input_tokens": 1_000_000,
+        "output_tokens": 1_000_000,
+        "cache_read_input_tokens": 1_000_000,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": 1_000_000,
+            "ephemeral_1h_input_tokens": 1_000_000,
+        },
+    }
+    priced = 0
+    for info in list_models():
+        try:
+            listed = price(info.id)
+        except UnknownModel:  # a preview without a published price
+            continue
+        priced += 1
+        billed = cost_breakdown(usage, info.id)
+        assert (billed.input, billed.output, billed.cache_read) == (
+            listed.input,
+            listed.output,
+            listed.cache_read,
+        ), info.id
+        assert (billed.cache_write_5m, billed.cache_write_1h) == (
+            listed.cache_write_5m,
+            listed.cache_write_1h,
+        ), info.id
+    assert priced > 20

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -86,6 +87,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     the other core now, instead of one after another when their tests come up."""
     from . import _background
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # under xdist the workers are the parallelism: each job starts where it is needed
     ids = [item.nodeid for item in session.items]
     if any(i.startswith("tests/test_quality.py::test_mypy_strict_is_clean") for i in ids):
         _background.start("mypy", _background.MYPY)

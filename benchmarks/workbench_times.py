@@ -27,7 +27,6 @@ import argparse
 import os
 import re
 import resource
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -132,7 +131,6 @@ def run(quick: bool = False, echo: Callable[[str], None] | None = None) -> dict[
             figures["skip_notebooks_s"] = site
         figures["edit_served_s"] = _edit_served(clone, env)
         say(f"--serve: an edited page served {figures['edit_served_s']:.1f} s after the edit")
-        shutil.rmtree(clone / ".venv", ignore_errors=True)
     return {k: round(v, 2) for k, v in figures.items()}
 
 

@@ -277,7 +277,7 @@ def _mention(match: re.Match[str], contract_url: str) -> str:
 
 # --- the 404 page ----------------------------------------------------------------------------
 
-_ROOT_ABSOLUTE = re.compile(r'((?:href|src)=")/(?!/)|("(?:base|search)": ")/')
+_ROOT_ABSOLUTE = re.compile(r'((?:href|src)=|"search": )"/(?!/)')
 
 
 def on_post_template(output: str, template_name: str, config: MkDocsConfig) -> str:
@@ -287,10 +287,5 @@ def on_post_template(output: str, template_name: str, config: MkDocsConfig) -> s
     site's path and its links are left alone."""
     if template_name != "404.html" or config.site_url:
         return output
-
-    def relative(match: re.Match[str]) -> str:
-        if match.group(1):
-            return match.group(1)
-        return match.group(2) + ("." if match.group(0).endswith('"base": "/') else "")
-
-    return _ROOT_ABSOLUTE.sub(relative, output)
+    output = output.replace('"base": "/"', '"base": "."')  # Material's base for its scripts
+    return _ROOT_ABSOLUTE.sub(r'\1"', output)

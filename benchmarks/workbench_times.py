@@ -60,17 +60,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _edit_served(clone: Path, env: dict[str, str]) -> float:
+def _edit_served(clone: Path, env: dict[str, str], say: Callable[[str], None]) -> float:
     """Seconds from an edit of docs/questions.md to `--serve` serving it (after the address is
-    announced, which happens once it answers)."""
+    announced, which happens once it answers); says the server's own line on what it rebuilt."""
     port = _free_port()
     cmd = ["uv", "run", "sessiongen", "workbench", "--serve", "--skip-notebooks"]
     cmd += ["--skip-evidence", "--port", str(port)]
     proc = subprocess.Popen(
         cmd, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
+    assert proc.stdout is not None
     try:
-        for line in proc.stdout or ():
+        for line in proc.stdout:
             if "serving" in line:
                 break
         else:
@@ -85,7 +86,10 @@ def _edit_served(clone: Path, env: dict[str, str]) -> float:
             try:
                 with urllib.request.urlopen(url.group(1) + "questions.html", timeout=60) as got:
                     if marker in got.read().decode():
-                        return time.monotonic() - edited
+                        served = time.monotonic() - edited
+                        # printed before the rebuilt page is served, so already there
+                        say(f"  --serve said: {proc.stdout.readline().strip()}")
+                        return served
             except OSError:  # the server may hold a request while it rebuilds
                 continue
             time.sleep(0.05)
@@ -129,7 +133,7 @@ def run(quick: bool = False, echo: Callable[[str], None] | None = None) -> dict[
             site, _ = _timed([*first, "--skip-notebooks"], clone, env)
             say(f"--skip-notebooks, nothing changed: {site:.1f} s")
             figures["skip_notebooks_s"] = site
-        figures["edit_served_s"] = _edit_served(clone, env)
+        figures["edit_served_s"] = _edit_served(clone, env, say)
         say(f"--serve: an edited page served {figures['edit_served_s']:.1f} s after the edit")
     return {k: round(v, 2) for k, v in figures.items()}
 

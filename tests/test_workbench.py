@@ -397,7 +397,9 @@ def test_serve_answers_at_once_and_serves_an_edited_page(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        reader.join(timeout=30)
+            raise AssertionError("--serve did not exit on SIGTERM") from None
+        finally:
+            reader.join(timeout=30)
         if proc.stdout is not None:
             proc.stdout.close()
         log.close()

@@ -653,6 +653,24 @@ def build_site_if_changed(
     return index, False
 
 
+def _load_site_config(root: Path) -> None:
+    """Load mkdocs.yml as a build does (its plugins, the theme and the hooks imported) and
+    nothing else. `--serve` does it before it announces the address, so that the first edit
+    is rendered by a warm process even when this run skipped the build (after a build it costs
+    nothing). Cold, that first edit took 7 s, most of it importing mkdocs-jupyter (nbformat,
+    then jsonschema, whose IRI format checker builds its grammars at import)."""
+    import warnings
+
+    from mkdocs.commands import build  # noqa: F401  (imported for the first rebuild)
+    from mkdocs.config import load_config
+
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    with _Warnings(), _in_directory(root), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.suppress(Exception, SystemExit):  # the build reports what is wrong
+            load_config(str(root / "mkdocs.yml"))
+
+
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     """What `--serve` watches, as it is now: path -> (mtime, size)."""
     seen = {}
@@ -681,6 +699,7 @@ def serve_site(
     from mkdocs.livereload import LiveReloadServer
 
     manifest = manifest or Manifest(root)
+    _load_site_config(root)
     seen = _snapshot(root)
 
     def rebuild() -> None:
@@ -716,6 +735,10 @@ def serve_site(
         )
 
     server = LiveReloadServer(builder=rebuild, host=LOOPBACK, port=port, root=str(site_dir))
+    # mkdocs starts its request thread as a non-daemon: a second signal arriving during
+    # `shutdown` (`timeout` sends SIGTERM to the process and again to its group) left the
+    # process waiting on that thread for ever. As a daemon it cannot hold the exit.
+    server.serve_thread.daemon = True
     for name in WATCH:
         if (root / name).exists():
             server.watch(str(root / name))

@@ -337,6 +337,7 @@ REGISTRY: tuple[Benchmark, ...] = (
             FigureSpec("unchanged_s", "the same again, nothing changed, wall", "s", 15),
             FigureSpec("fresh_cpu_s", "the fresh run, CPU of all its processes", "s"),
             FigureSpec("edit_served_s", "`--serve`: an edited docs page served after", "s", 5),
+            FigureSpec("serve_announced_s", "`--serve`, nothing changed: address announced", "s"),
             FigureSpec("skip_notebooks_s", "`--skip-notebooks`, nothing changed, wall", "s"),
             FigureSpec("sync_s", "`uv sync --frozen` in the fresh clone first, wall", "s"),
             FigureSpec("load_at_start", "1-minute load average when the fresh run started", "-"),

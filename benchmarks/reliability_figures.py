@@ -45,7 +45,8 @@ def run(out: Path, *, long: bool = False) -> dict[str, Any]:
     if long:
         env["SESSIONGEN_LONG"] = "1"
     paths = [str(ROOT / "tests" / "reliability" / name) for name in FILES]
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *paths]
+    # one process: the tests write their figures into one file
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", *paths]
     subprocess.run(command, env=env, cwd=ROOT, check=True)
     figures: dict[str, Any] = json.loads(out.read_text())
     return figures

@@ -390,6 +390,9 @@ def test_serve_answers_at_once_and_serves_an_edited_page(
         record_property("edit_served_s", round(latency, 2))
         print(f"\nthe edited page was served {latency:.1f} s after the edit")
         assert status == 200
+        # the server says what it rebuilt before it serves the result: that page alone
+        said = lines.get(timeout=10)
+        assert said.startswith("docs/questions.md: rebuilt its page in "), said
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -804,8 +804,9 @@ WIDE_PAGES = ("contract", "benchmarks", "traces", "traceability", "warming")
 
 def test_wide_pages_fit_a_1400_px_screen(request: pytest.FixtureRequest, base_url: str) -> None:
     """At 1400 px the content column is wider than Material's default (about 690 px between
-    the two sidebars) and no page scrolls sideways: a table wider than the column scrolls
-    inside its own box, and no code block is cut."""
+    the two sidebars), no page scrolls sideways, every table fits the column whole (the
+    contract's 10-column tools-policy matrix included), and a code block wider than the
+    column scrolls inside its own box rather than being cut."""
     browser: Browser = request.getfixturevalue("browser")
     page = browser.context.new_page()
     page.set_viewport_size({"width": 1400, "height": 900})
@@ -821,7 +822,12 @@ def test_wide_pages_fit_a_1400_px_screen(request: pytest.FixtureRequest, base_ur
                     const scrolls = getComputedStyle(box).overflowX === 'auto';
                     return el.scrollWidth > box.clientWidth + 1 && !scrolls;
                   });
+                  const wide = [...article.querySelectorAll('table')].filter(t => {
+                    const box = t.closest('.md-typeset__scrollwrap') || t.parentElement;
+                    return box.scrollWidth > box.clientWidth + 1;
+                  });
                   return {
+                    wide: wide.map(t => t.scrollWidth + ' px: ' + t.innerText.slice(0, 60)),
                     column: article.getBoundingClientRect().width,
                     pageScroll: document.documentElement.scrollWidth - window.innerWidth,
                     loose: loose.map(el => el.tagName + ': ' + el.innerText.slice(0, 60)),
@@ -831,6 +837,7 @@ def test_wide_pages_fit_a_1400_px_screen(request: pytest.FixtureRequest, base_ur
             assert fit["column"] >= 850, f"{name}: content column {fit['column']:.0f} px"
             assert fit["pageScroll"] <= 0, f"{name} scrolls sideways by {fit['pageScroll']} px"
             assert not fit["loose"], f"{name}: wider than the column, not scrolling: {fit['loose']}"
+            assert not fit["wide"], f"{name}: tables wider than the column: {fit['wide']}"
         page.goto(f"{base_url}/contract.html", wait_until="load")
         page.screenshot(path=browser.shots / "contract-1400.png")
     finally:

@@ -66,6 +66,7 @@ SLOW = (
     "tests/server/test_serve.py",  # `sessiongen serve` as a process
     "tests/test_probe.py",  # probes against emulators on sockets
     "tests/test_workbench.py",  # notebooks and site builds
+    "tests/test_jupyterlab.py",  # JupyterLab as a process
     "tests/test_typing.py",  # mypy over a prototype
     "tests/test_quality.py::test_mypy_strict_is_clean",
     "tests/generate/test_evidence.py::test_the_contracts_tables_are_the_fresh_measurement",

@@ -199,3 +199,13 @@ def test_an_unknown_option_before_the_command_names_itself() -> None:
     assert result.returncode == 2
     assert line.startswith("sessiongen: error: unrecognized argument '--bogus'; a command comes")
     assert "demo, serve, emulator, experiment, bench, workbench" in line
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("emulator", "--help")])
+def test_the_emulators_help_names_its_four_providers(argv: tuple[str, ...]) -> None:
+    """Not "Anthropic-compatible": the emulator serves four providers' APIs."""
+    result = _cli(*argv)
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "Anthropic-compatible" not in text
+    assert "Anthropic, OpenAI, Bedrock and Gemini" in text

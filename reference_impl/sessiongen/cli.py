@@ -227,6 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     emulator = commands.add_parser(
         "emulator",
         help="serve the emulator (Anthropic, OpenAI, Bedrock and Gemini APIs), or probe one",
+        description="Serve the provider emulator: the Anthropic, OpenAI, Bedrock and Gemini "
+        "APIs on one port, each with its prompt-cache rules, for the official SDKs "
+        "(`emulator probe` checks an endpoint against those rules).",
     )
     emulator.add_argument(
         "--host",

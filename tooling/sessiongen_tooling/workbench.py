@@ -659,8 +659,12 @@ def _load_site_config(root: Path) -> None:
     is rendered by a warm process even when this run skipped the build (after a build it costs
     nothing). Cold, that first edit took 7 s, most of it importing mkdocs-jupyter (nbformat,
     then jsonschema, whose IRI format checker builds its grammars at import)."""
+    import importlib
     import warnings
 
+    # Imported here first: through mkdocs' plugin loading in the `sessiongen` process the same
+    # import took 4.9 s instead of 2.2 (its grammar building ran slower; why, not established).
+    importlib.import_module("mkdocs_jupyter.plugin")
     from mkdocs.commands import build  # noqa: F401  (imported for the first rebuild)
     from mkdocs.config import load_config
 

@@ -741,7 +741,8 @@ def serve_site(
     server = LiveReloadServer(builder=rebuild, host=LOOPBACK, port=port, root=str(site_dir))
     # mkdocs starts its request thread as a non-daemon: a second signal arriving during
     # `shutdown` (`timeout` sends SIGTERM to the process and again to its group) left the
-    # process waiting on that thread for ever. As a daemon it cannot hold the exit.
+    # process waiting on that thread for ever. As a daemon it cannot hold the exit
+    # (tests/test_workbench.py::test_serve_exits_even_when_its_shutdown_is_interrupted).
     server.serve_thread.daemon = True
     for name in WATCH:
         if (root / name).exists():

@@ -324,3 +324,27 @@ async def test_cache_control_is_not_part_of_the_prefix(emu: Emu) -> None:
     await emu.create(messages=[user(text_block(1100, "m1", "5m"), text_block(50, "m2"))])
     moved = await emu.create(messages=[user(text_block(1100, "m1"), text_block(50, "m2", "5m"))])
     assert usage_tuple(moved.usage) == (1100, 0, 50, 0)
+
+
+async def test_a_second_write_in_flight_keeps_the_first_response_start(emu: Emu) -> None:
+    """ "a cache entry only becomes available after the first response begins": with a 0.5 s
+    time to first token, a writer at t=10 makes the entry available at 10.5. A second request
+    at 10.2 misses and writes the same prefix again; its own response begins at 10.7, so the
+    entry still becomes available at 10.5, the earlier of the two: a third request at 10.3
+    misses too (and writes), and one at 10.5 reads."""
+    emu.state.ttft = 0.5
+    system = [text_block(1100, "inflight", "5m")]
+    question = [user(text_block(5, "q"))]
+    await emu.set_time(10)
+    await emu.create(system=system, messages=question)
+    await emu.set_time(10.2)
+    second = await emu.create(system=system, messages=question)
+    assert usage_tuple(second.usage) == (0, 0, 1100, 5)
+    await emu.set_time(10.3)
+    third = await emu.create(system=system, messages=question)
+    assert usage_tuple(third.usage) == (0, 0, 1100, 5)
+    (entry,) = (await emu.admin.get("/_emulator/cache")).json()["entries"]
+    assert entry["available_at"] == 10.5
+    await emu.set_time(10.5)
+    fourth = await emu.create(system=system, messages=question)
+    assert usage_tuple(fourth.usage) == (1100, 0, 0, 5)

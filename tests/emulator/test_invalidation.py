@@ -179,3 +179,19 @@ async def test_message_after_the_breakpoint_changes_nothing_cached(emu: Emu) -> 
     params = base()
     params["messages"] = [user(text_block(1100, "history", "5m"), text_block(10, "other"))]
     assert await read_after(emu, params) == NOTHING
+
+
+async def test_thinking_budget_change_invalidates_messages(emu: Emu) -> None:
+    """The table's thinking row, as `../shared/reference/providers.md` §A6 records it from
+    AD:…/prompt-caching#what-invalidates-the-cache: "| Thinking config (mode, `budget_tokens`)
+    | model-specific | model-specific | ✘ |". A budget is part of the thinking config, so two
+    requests that both enable thinking but with different budgets share the tools and system
+    entries and miss the messages entry; the same budget again reads all three."""
+    thinking = {**base(), "max_tokens": 4096}
+    first = await emu.create(**thinking, thinking={"type": "enabled", "budget_tokens": 1024})
+    assert first.usage.cache_creation_input_tokens == 3300
+    same = await emu.create(**thinking, thinking={"type": "enabled", "budget_tokens": 1024})
+    assert same.usage.cache_read_input_tokens == NOTHING
+    more = await emu.create(**thinking, thinking={"type": "enabled", "budget_tokens": 2048})
+    assert more.usage.cache_read_input_tokens == MESSAGES
+    assert more.usage.cache_creation_input_tokens == 1100  # the messages entry, written anew

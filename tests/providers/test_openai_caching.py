@@ -349,3 +349,26 @@ async def test_the_in_memory_lifetime_is_a_setting(
     await cached(client, chat("gpt-4o", "One."))
     state.clock.advance(480)
     assert await cached(client, chat("gpt-4o", "Two.")) == 0
+
+
+async def test_an_entry_is_not_read_before_its_writers_response_begins(
+    emulator: tuple[EmulatorState, AsyncOpenAI],
+) -> None:
+    """The implicit cache keeps the emulator's one rule for entries in flight
+    (`CacheStore.apply_implicit`: "A new entry is available at `now + ttft`"), the rule the
+    Anthropic docs state as "a cache entry only becomes available after the first response
+    begins": with a 2 s time to first token, a request 1 s after the writer reads nothing,
+    and one 2 s after it reads the shared system prompt. The guide says nothing on requests
+    in flight (UNCONFIRMED for OpenAI).
+
+    Source: https://developers.openai.com/api/docs/guides/prompt-caching
+    """
+    state, client = emulator
+    state.ttft = 2.0
+    state.clock.advance(10)
+    assert await cached(client, chat("gpt-4.1", "What does app.py do?")) == 0
+    state.clock.advance(1)
+    assert await cached(client, chat("gpt-4.1", "And utils.py?")) == 0
+    state.clock.advance(1)
+    shared = shared_tokens(chat("gpt-4.1", "And main.py?"))
+    assert await cached(client, chat("gpt-4.1", "And main.py?")) == shared // 128 * 128 > 0

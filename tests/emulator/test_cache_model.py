@@ -373,7 +373,6 @@ CACHE_EXPORTS = {
     "price",
     "system_settings",
     "token_counts",
-    "uncached_usage",
 }
 
 

@@ -31,7 +31,6 @@ from .store import (
     CacheUsage,
     ImplicitResult,
     ImplicitRule,
-    uncached_usage,
 )
 
 __all__ = [
@@ -66,5 +65,4 @@ __all__ = [
     "price",
     "system_settings",
     "token_counts",
-    "uncached_usage",
 ]

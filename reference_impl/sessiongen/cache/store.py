@@ -131,10 +131,6 @@ class CacheResult:
     breakpoints: tuple[BreakpointOutcome, ...]
 
 
-def uncached_usage(total_tokens: int) -> CacheUsage:
-    return CacheUsage(total_tokens, 0, 0, 0)
-
-
 @dataclass(frozen=True, slots=True)
 class CompiledBlocks:
     """Flattened blocks `(prefix_hash, tokens, breakpoint)` checked against the API's

@@ -79,7 +79,7 @@ async def test_ski_rental_keeps_a_1h_session_warm_until_its_1h_rewrite_is_paid_f
     prefix = pings[0].usage.cache_read_tokens
     premium = _rewrite_instead_of_read(prefix, "1h", model)
     spent = keeper.ledger.total_cost_usd(sid)
-    one_more = prefix * price(model).cache_read / 1_000_000
+    one_more = cost(Usage(cache_read_tokens=prefix), model)  # what one more ping reads
     # It rented (pinged) while the pings cost no more than the 1h rewrite they save...
     assert spent <= premium < spent + one_more * 1.5
     # ...which is beyond what the 5m rewrite would have allowed.

@@ -656,8 +656,8 @@ def build_site_if_changed(
 def _load_site_config(root: Path) -> None:
     """Load mkdocs.yml as a build does (its plugins, the theme and the hooks imported) and
     nothing else. `--serve` does it before it announces the address, so that the first edit
-    is rendered by a warm process even when this run skipped the build (after a build it costs
-    nothing). Cold, that first edit took 7 s, most of it importing mkdocs-jupyter (nbformat,
+    is rendered by a warm process even when this run skipped the build (after a build, only the
+    config is read again). Cold, that first edit took 7 s, most of it importing mkdocs-jupyter (nbformat,
     then jsonschema, whose IRI format checker builds its grammars at import)."""
     import importlib
     import warnings

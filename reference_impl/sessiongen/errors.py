@@ -21,10 +21,13 @@ and nowhere else::
     ├── InstructionsInitializationBlocked 409  no baseline and a source cannot be read
     ├── SessionBusy                       409  another process is draining the session
     ├── ContextOverflow                   413  the snapshot cannot fit the context window
+    ├── InsufficientStorage               507  the store's disk is full (or the store read-only)
     ├── ToolError                         (recorded in the transcript as a tool error)
     │   ├── UnknownTool
     │   ├── InvalidToolArguments
     │   ├── PathOutsideWorkspace
+    │   ├── NotARegularFile
+    │   ├── ToolTimedOut
     │   └── ToolExecutionFailed
     └── ProviderError                     502  the provider call failed; carries its status,
         ├── ProviderInvalidRequest        502  request id, retry-after, headers and body
@@ -303,6 +306,15 @@ class ContextOverflow(SessiongenError):
         self.provider_error_type = body.get("provider_error_type")
 
 
+class InsufficientStorage(SessiongenError):
+    """The store could not write: its disk is full, or it was opened read-only because it
+    could not write when it opened. Nothing of the refused call was written (every durable
+    change is one transaction); reads keep working."""
+
+    problem_status = 507
+    problem = "insufficient-storage"
+
+
 class ToolError(SessiongenError):
     """A tool could not run; settlement records it as the tool call's error result."""
 
@@ -325,6 +337,20 @@ class PathOutsideWorkspace(ToolError):
     """A tool was asked for a path outside the session's workspace."""
 
     problem = "path-outside-workspace"
+
+
+class NotARegularFile(ToolError):
+    """A tool was asked to read something that is not a regular file (a directory, a named
+    pipe, a device, a socket): refused before it is opened for reading."""
+
+    problem = "not-a-regular-file"
+
+
+class ToolTimedOut(ToolError):
+    """A tool call ran past its time limit; the call's result is this error and the rest of
+    the server kept answering."""
+
+    problem = "tool-timed-out"
 
 
 class ToolExecutionFailed(ToolError):

@@ -1,32 +1,64 @@
 """The built-in workspace tools (read_file, list_files, grep, write_file), confined to the
 workspace root, and `run_tool_call`, the one way a model's tool call is run.
 
-A tool validates its arguments with a pydantic model and resolves every path inside the
-workspace; a path that escapes it is a `PathOutsideWorkspace` tool error, never a crash.
+A model's tool call is untrusted input. `Workspace` is the one implementation of "a path
+inside the workspace" for every tool and every tools policy: a path resolves inside the
+root or is `PathOutsideWorkspace`; only regular files are read (`NotARegularFile` for a
+pipe, device, socket or directory, refused before a read can block); a call reads at most
+`ToolLimits.read_bytes` and runs at most `ToolLimits.seconds`, off the event loop
+(`ToolTimedOut` past it). An isolated workspace (`Workspace.isolated`, policy D) reads the
+same files and keeps its writes in memory: nothing is copied and the disk is never written.
+grep's patterns run on RE2, whose matching time is linear in the text: no pattern can
+backtrack catastrophically. Every failure is a tool error result, never a crash.
 """
 
 from __future__ import annotations
 
+import asyncio
+import codecs
 import os
-import re
-from collections.abc import Callable, Iterable
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import (
     InvalidToolArguments,
+    NotARegularFile,
     PathOutsideWorkspace,
     ToolError,
     ToolExecutionFailed,
+    ToolTimedOut,
     UnknownTool,
 )
 from .llm.types import ToolCall, ToolDefinition
 
 MAX_OUTPUT_CHARS = 20_000
+_READ_FILE_BYTES = 4 * MAX_OUTPUT_CHARS + 4
+"""What read_file reads at most: enough for MAX_OUTPUT_CHARS characters of UTF-8."""
+_CHUNK = 64 * 1024
+"""Bytes read at a time, and the longest piece of a line grep searches at once."""
+
+
+@dataclass(frozen=True)
+class ToolLimits:
+    """What one tool call may spend. Past `seconds` the call's result is `ToolTimedOut`;
+    past `read_bytes` (bytes read from files, not only returned) a read stops there."""
+
+    seconds: float = 30.0
+    read_bytes: int = 64 * 1024 * 1024
+    listed_files: int = 100_000
+
+    def __post_init__(self) -> None:
+        if not self.seconds > 0 or self.read_bytes < 1 or self.listed_files < 1:
+            raise ValueError(f"tool limits must be positive: {self}")
 
 
 class _Args(BaseModel):
@@ -42,13 +74,195 @@ class ListFilesArgs(_Args):
 
 
 class GrepArgs(_Args):
-    pattern: str = Field(description="A Python regular expression.")
+    pattern: str = Field(
+        description="A regular expression (RE2 syntax: no backreferences or lookaround)."
+    )
     path: str = Field(default=".", description="Directory or file to search.")
 
 
 class WriteFileArgs(_Args):
     path: str = Field(description="File path relative to the workspace root.")
     content: str = Field(description="The complete new UTF-8 content of the file.")
+
+
+class Workspace:
+    """A session's workspace as its tools see it: the root every path must resolve inside,
+    and, when isolated, the writes of one transient call kept in memory."""
+
+    def __init__(self, root: Path | str, *, isolated: bool = False) -> None:
+        self.root = Path(root).resolve()
+        self._written: dict[Path, str] | None = {} if isolated else None
+
+    @classmethod
+    def isolated(cls, root: Path | str) -> Workspace:
+        """The workspace for policy D: reads the same files under the same confinement,
+        writes only to memory (later calls of the same generate see them)."""
+        return cls(root, isolated=True)
+
+    def resolve(self, relative: str) -> Path:
+        """The path inside the workspace, or PathOutsideWorkspace."""
+        target = (self.root / relative).resolve()
+        if not self.contains(target):
+            raise PathOutsideWorkspace(f"{relative!r} is outside the workspace")
+        return target
+
+    def contains(self, resolved: Path) -> bool:
+        return resolved == self.root or self.root in resolved.parents
+
+    def relative(self, path: Path) -> str:
+        return str(path.relative_to(self.root))
+
+    def call(self, limits: ToolLimits) -> ToolCallScope:
+        """This workspace under one call's limits (what a tool's `run` receives)."""
+        return ToolCallScope(self, limits)
+
+
+class ToolCallScope:
+    """One tool call's access to its workspace: every read, walk and write a tool makes,
+    bounded by the call's deadline and read budget."""
+
+    def __init__(self, workspace: Workspace, limits: ToolLimits) -> None:
+        self.workspace = workspace
+        self.limits = limits
+        self._deadline = time.monotonic() + limits.seconds
+        self._unread = limits.read_bytes
+
+    @property
+    def root(self) -> Path:
+        return self.workspace.root
+
+    def resolve(self, relative: str) -> Path:
+        return self.workspace.resolve(relative)
+
+    def relative(self, path: Path) -> str:
+        return self.workspace.relative(path)
+
+    def check_time(self) -> None:
+        if time.monotonic() > self._deadline:
+            raise ToolTimedOut(f"the call ran past its limit of {self.limits.seconds:g} s")
+
+    @property
+    def budget_spent(self) -> bool:
+        return self._unread <= 0
+
+    def is_file(self, path: Path) -> bool:
+        written = self.workspace._written
+        if written is not None and path in written:
+            return True
+        try:
+            return stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            return False
+
+    def read_text(self, path: Path, max_bytes: int) -> str:
+        """The file's text, from at most `max_bytes` bytes (cut at a character boundary)."""
+        written = self.workspace._written
+        if written is not None and path in written:
+            return written[path]
+        with self._open(path) as file:
+            data = self._read(file, max_bytes)
+            complete = not file.read(1)
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        return decoder.decode(data, final=complete)
+
+    def lines(self, path: Path) -> Iterator[tuple[int, str]]:
+        """(line number, text) for each line (split at newline), a line longer than the
+        chunk size in pieces with the same number; stops when the read budget is spent.
+        Raises UnicodeDecodeError for a file that is not UTF-8."""
+        written = self.workspace._written
+        if written is not None and path in written:
+            lines = written[path].split("\n")
+            yield from enumerate(lines[:-1] if lines[-1] == "" else lines, start=1)
+            return
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        number = 1
+        with self._open(path) as file:
+            while self._unread > 0:
+                self.check_time()
+                raw = file.readline(min(_CHUNK, self._unread))
+                if not raw:
+                    decoder.decode(b"", final=True)  # a file cut inside a character
+                    return
+                self._unread -= len(raw)
+                ends = raw.endswith(b"\n")
+                yield number, decoder.decode(raw, final=False).rstrip("\r\n")
+                number += ends
+
+    def files(self, base: Path) -> list[Path]:
+        """The regular files under `base` (resolved, inside), sorted. A link is listed only
+        if it resolves to a file inside the workspace; linked directories are not entered
+        (one inside would list its files twice, one outside would leave the workspace)."""
+        found: set[Path] = set()
+        for directory, _, names in os.walk(base, followlinks=False):
+            self.check_time()
+            for name in names:
+                path = Path(directory) / name
+                target = path.resolve()
+                if self.workspace.contains(target) and self.is_file(target):
+                    found.add(path)
+                    if len(found) >= self.limits.listed_files:
+                        raise ToolExecutionFailed(
+                            f"more than {self.limits.listed_files:,} files under "
+                            f"{self.relative(base) or '.'!r}; name a smaller directory"
+                        )
+        written = self.workspace._written or {}
+        found.update(path for path in written if path == base or base in path.parents)
+        return sorted(found)
+
+    def write_text(self, path: Path, content: str) -> None:
+        if os.path.lexists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            raise NotARegularFile(f"{self.relative(path)!r} is not a regular file")
+        written = self.workspace._written
+        if written is not None:
+            written[path] = content
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NONBLOCK | _NOFOLLOW | _CLOEXEC
+        with self._checked(os.open(path, flags, 0o644), path, "w") as file:
+            file.write(content.encode("utf-8"))
+
+    def _open(self, path: Path) -> Any:
+        """`path` (a listed link included) opened for reading if it resolves to a regular
+        file inside the workspace."""
+        name = self.relative(path)
+        path = path.resolve()
+        if not self.workspace.contains(path):
+            raise PathOutsideWorkspace(f"{name!r} is outside the workspace")
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise ToolExecutionFailed(f"{name!r} does not exist") from None
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(f"{name!r} is not a regular file")
+        # O_NONBLOCK: a file swapped for a pipe after the check opens at once instead of
+        # waiting for a writer; fstat then refuses it.
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC)
+        return self._checked(fd, path, "r")
+
+    def _checked(self, fd: int, path: Path, mode: str) -> Any:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise NotARegularFile(f"{self.relative(path)!r} is not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode + "b")
+
+    def _read(self, file: Any, max_bytes: int) -> bytes:
+        chunks: list[bytes] = []
+        wanted = min(max_bytes, self._unread)
+        while wanted > 0:
+            self.check_time()
+            chunk = file.read(min(_CHUNK, wanted))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            wanted -= len(chunk)
+            self._unread -= len(chunk)
+        return b"".join(chunks)
+
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -58,19 +272,26 @@ class Tool:
     name: str
     description: str
     args: type[_Args]
-    run: Callable[[Path, Any], str]
+    run: Callable[[ToolCallScope, Any], str]
 
     def definition(self) -> ToolDefinition:
         return _definition(self.name, self.description, self.args)
 
-    def execute(self, workspace: Path, arguments: dict[str, Any]) -> str:
-        """Run the tool; every failure is a ToolError subclass."""
+    def execute(
+        self,
+        workspace: Workspace | Path,
+        arguments: dict[str, Any],
+        limits: ToolLimits | None = None,
+    ) -> str:
+        """Run the tool in this thread; every failure is a ToolError subclass."""
         try:
             parsed = self.args.model_validate(arguments)
         except ValidationError as exc:
             raise InvalidToolArguments(f"{self.name}: {exc.errors(include_url=False)}") from exc
+        if not isinstance(workspace, Workspace):
+            workspace = Workspace(workspace)
         try:
-            return self.run(workspace, parsed)[:MAX_OUTPUT_CHARS]
+            return self.run(workspace.call(limits or ToolLimits()), parsed)[:MAX_OUTPUT_CHARS]
         except ToolError:
             raise
         except Exception as exc:
@@ -88,64 +309,49 @@ def _definition(name: str, description: str, args: type[_Args]) -> ToolDefinitio
     return ToolDefinition(name=name, description=description, input_schema=schema)
 
 
-def resolve_inside(workspace: Path, relative: str) -> Path:
-    """The path inside the workspace, or PathOutsideWorkspace."""
-    root = workspace.resolve()
-    target = (root / relative).resolve()
-    if target != root and root not in target.parents:
-        raise PathOutsideWorkspace(f"{relative!r} is outside the workspace")
-    return target
+def _read_file(scope: ToolCallScope, args: ReadFileArgs) -> str:
+    return scope.read_text(scope.resolve(args.path), _READ_FILE_BYTES)
 
 
-def _read_file(workspace: Path, args: ReadFileArgs) -> str:
-    return resolve_inside(workspace, args.path).read_text(encoding="utf-8")
+def _list_files(scope: ToolCallScope, args: ListFilesArgs) -> str:
+    return "\n".join(scope.relative(p) for p in scope.files(scope.resolve(args.path)))
 
 
-def _walk(base: Path, root: Path) -> Iterable[Path]:
-    """The files under `base` (a resolved directory inside the resolved workspace `root`),
-    in order. Confinement holds for every path a walk touches, not only its argument: a link
-    is listed only if it resolves to a file inside the workspace, and linked directories are
-    not entered (one inside would list its files twice, one outside would leave the
-    workspace)."""
-    found: list[Path] = []
-    for directory, _, files in os.walk(base, followlinks=False):
-        for name in files:
-            path = Path(directory) / name
-            target = path.resolve()
-            if target.is_file() and (target == root or root in target.parents):
-                found.append(path)
-    return sorted(found)
-
-
-def _list_files(workspace: Path, args: ListFilesArgs) -> str:
-    base = resolve_inside(workspace, args.path)
-    root = workspace.resolve()
-    return "\n".join(str(p.relative_to(root)) for p in _walk(base, root))
-
-
-def _grep(workspace: Path, args: GrepArgs) -> str:
+def _pattern(text: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is the model's error, not the server's log
     try:
-        pattern = re.compile(args.pattern)
-    except re.error as exc:
-        raise InvalidToolArguments(f"grep: bad pattern: {exc}") from exc
-    base = resolve_inside(workspace, args.path)
-    root = workspace.resolve()
+        return re2.compile(text, options=options)
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise InvalidToolArguments(f"grep: bad pattern: {detail}") from exc
+
+
+def _grep(scope: ToolCallScope, args: GrepArgs) -> str:
+    pattern = _pattern(args.pattern)
+    base = scope.resolve(args.path)
     hits: list[str] = []
-    for path in [base] if base.is_file() else _walk(base, root):
+    size = 0
+    for path in [base] if scope.is_file(base) else scope.files(base):
+        found: list[str] = []
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            for number, line in scope.lines(path):
+                if pattern.search(line):
+                    found.append(f"{scope.relative(path)}:{number}: {line}")
         except UnicodeDecodeError:
-            continue
-        for number, line in enumerate(lines, start=1):
-            if pattern.search(line):
-                hits.append(f"{path.relative_to(root)}:{number}: {line}")
+            continue  # not text: skipped whole, as before it was read
+        hits += found
+        size += sum(len(hit) + 1 for hit in found)
+        if size > MAX_OUTPUT_CHARS:
+            break  # the answer is cut there anyway
+        if scope.budget_spent:
+            hits.append(f"[grep stopped after reading {scope.limits.read_bytes:,} bytes]")
+            break
     return "\n".join(hits) if hits else "no matches"
 
 
-def _write_file(workspace: Path, args: WriteFileArgs) -> str:
-    target = resolve_inside(workspace, args.path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(args.content, encoding="utf-8")
+def _write_file(scope: ToolCallScope, args: WriteFileArgs) -> str:
+    scope.write_text(scope.resolve(args.path), args.content)
     return f"wrote {len(args.content.encode('utf-8'))} bytes to {args.path}"
 
 
@@ -176,10 +382,17 @@ BUILTIN_TOOLS: dict[str, Tool] = {
 
 
 class ToolRegistry:
-    """The tools an engine knows; an agent's permission list selects from them."""
+    """The tools an engine knows, and what one call of any of them may spend; an agent's
+    permission list selects from them."""
 
-    def __init__(self, tools: Iterable[Tool] = BUILTIN_TOOLS.values()) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool] = BUILTIN_TOOLS.values(),
+        *,
+        limits: ToolLimits | None = None,
+    ) -> None:
         self._tools = {tool.name: tool for tool in tools}
+        self.limits = limits or ToolLimits()
 
     def permitted(self, names: Iterable[str]) -> tuple[Tool, ...]:
         """The permitted tools in the agent's order; unknown names are skipped."""
@@ -199,19 +412,66 @@ class ToolOutcome:
     is_error: bool = False
 
 
-def run_tool_call(
+async def run_tool_call(
     registry: ToolRegistry,
     call: ToolCall,
     permitted: tuple[str, ...],
-    workspace: Path | None,
+    workspace: Workspace | None,
 ) -> ToolOutcome:
-    """Run one model tool call with its permission check; every failure is a tool error
+    """Run one model tool call with its permission check, in a thread of its own under the
+    registry's limits, so the event loop keeps answering; every failure is a tool error
     result, never a crash. Settlement and generate's policy D both run calls through here."""
     try:
         if call.name not in permitted:
             raise ToolError(f"tool {call.name!r} is not permitted for this agent")
         if workspace is None:
             raise ToolError("this session has no workspace")
-        return ToolOutcome(registry.get(call.name).execute(workspace, call.input))
+        tool = registry.get(call.name)
+        limits = registry.limits
+        run = partial(tool.execute, workspace, call.input, limits)
+        return ToolOutcome(await _in_thread(run, limits.seconds, call.name))
     except ToolError as error:
         return ToolOutcome(f"{type(error).__name__}: {error}", is_error=True)
+
+
+_GRACE = 1.0
+"""Seconds past a call's limit before its thread is abandoned: a call checks its deadline
+between reads, so only one stuck in a single system call needs it."""
+
+T = TypeVar("T")
+
+
+async def _in_thread(run: Callable[[], T], seconds: float, name: str) -> T:
+    """`run()` in a daemon thread (one stuck in a system call cannot keep the process from
+    exiting, as the default executor's threads would), awaited at most `seconds` and the
+    grace; then abandoned, its call answered `ToolTimedOut`."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():
+            outcome()
+
+    def work() -> None:
+        try:
+            value = run()
+        except BaseException as error:  # handed to the awaiting task, raised there
+            failed = error
+            _post(loop, settle, lambda: done.set_exception(failed))
+        else:
+            _post(loop, settle, lambda: done.set_result(value))
+
+    threading.Thread(target=work, name=f"tool-{name}", daemon=True).start()
+    try:
+        return await asyncio.wait_for(asyncio.shield(done), seconds + _GRACE)
+    except TimeoutError:
+        raise ToolTimedOut(f"{name}: the call ran past its limit of {seconds:g} s") from None
+
+
+def _post(
+    loop: asyncio.AbstractEventLoop, settle: Callable[[Callable[[], None]], None], outcome: Any
+) -> None:
+    try:
+        loop.call_soon_threadsafe(settle, outcome)
+    except RuntimeError:
+        pass  # the loop closed while the call ran: nobody is waiting for it

@@ -6,7 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessiongen import InvalidToolArguments, PathOutsideWorkspace, ToolExecutionFailed, UnknownTool
+from sessiongen import (
+    InvalidToolArguments,
+    NotARegularFile,
+    PathOutsideWorkspace,
+    ToolExecutionFailed,
+    UnknownTool,
+)
 from sessiongen.model import Agent, AssistantMessage, ToolCallPart
 from sessiongen.testing import ScriptedReply
 from sessiongen.tools import BUILTIN_TOOLS, ToolRegistry
@@ -49,8 +55,10 @@ def test_errors_are_typed(tools: ToolRegistry, workspace: Path) -> None:
         tools.get("read_file").execute(workspace, {})
     with pytest.raises(InvalidToolArguments):
         tools.get("list_files").execute(workspace, {"path": ".", "extra": 1})
-    with pytest.raises(ToolExecutionFailed):
+    with pytest.raises(NotARegularFile):
         tools.get("read_file").execute(workspace, {"path": "src"})
+    with pytest.raises(ToolExecutionFailed):
+        tools.get("read_file").execute(workspace, {"path": "missing.txt"})
     with pytest.raises(UnknownTool):
         tools.get("rm")
 

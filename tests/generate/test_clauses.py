@@ -199,7 +199,7 @@ def _workspace_digest(root: Path) -> dict[str, str]:
 async def test_sg_tools_1_execute_once_never_touches_the_sessions_workspace(
     emulated: EmulatorLab,
 ) -> None:
-    """Policy D runs the returned calls once, in a throwaway copy: a write_file call reports
+    """Policy D runs the returned calls once, on an isolated view: a write_file call reports
     success, and the Session's workspace is byte-identical afterwards."""
     writer = SAMPLE_AGENT.model_copy(
         update={"name": "writer", "tools": (*SAMPLE_AGENT.tools, "write_file")}
@@ -219,7 +219,7 @@ async def test_sg_tools_1_execute_once_never_touches_the_sessions_workspace(
     )
     result = await engine.generate(sid, PROMPT, tools_policy=ToolsPolicy.EXECUTE_ONCE)
     assert [r.is_error for r in result.tool_results] == [False, False, False]
-    assert result.tool_results[2].text == "gone\n"  # the copy saw its own write
+    assert result.tool_results[2].text == "gone\n"  # the view saw its own write
     assert _workspace_digest(emulated.workspace) == before
 
 

@@ -66,7 +66,7 @@ async def test_generate_is_not_a_runner(emulated: EmulatorLab) -> None:
 
 @pytest.mark.clause("SG-TOOLS-2")
 async def test_policy_d_runs_permitted_calls_once_in_a_copy(emulated: EmulatorLab) -> None:
-    """SG-TOOLS-2: D executes returned calls once, in a throwaway copy, only if permitted;
+    """SG-TOOLS-2: D executes returned calls once, on an isolated view, only if permitted;
     the Session is unchanged and no second provider request is made."""
     reader = SAMPLE_AGENT.model_copy(update={"tools": ("list_files", "read_file")})
     engine = emulated.rebuild(agents=[reader])

@@ -414,7 +414,7 @@ def wants_a_tool(r: ProviderPolicyRow) -> str:
     if not r.accepted:
         return "—"
     if r.tools_executed:
-        return f"{r.tools_executed} call executed (in a throwaway workspace)"
+        return f"{r.tools_executed} call executed (on an isolated view)"
     if r.tool_calls_returned:
         text = "empty text" if r.text_empty else "with text"
         return f"{r.tool_calls_returned} call returned, {text}"

@@ -8,12 +8,9 @@ compaction, settlement or tool execution in the Session.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
-from pathlib import Path
 
 from pydantic import ConfigDict
 
@@ -21,7 +18,7 @@ from ..errors import InvalidArgument, SessionNotFound
 from ..llm.client import LLMClient
 from ..llm.types import FinishReason, FrozenModel, LLMRequest, ToolCall, ToolChoice, Usage
 from ..model import InstructionMessage, Message, TextPart, UserMessage
-from ..tools import ToolRegistry, run_tool_call
+from ..tools import ToolRegistry, Workspace, run_tool_call
 from .admission import validate_prompt
 from .compaction import check_fits
 from .context import SessionContext
@@ -38,7 +35,7 @@ class ToolsPolicy(StrEnum):
     CHOICE_NONE = "choice_none"
     """C: definitions kept, tool choice none."""
     EXECUTE_ONCE = "execute_once"
-    """D: calls executed once in an isolated copy of the workspace; results returned."""
+    """D: calls executed once on an isolated view of the workspace; results returned."""
 
     @property
     def letter(self) -> str:
@@ -189,7 +186,7 @@ class SessionGenerate:
             raise SessionNotFound(session_id)
         results: tuple[ToolResult, ...] = ()
         if prepared.tools_policy is ToolsPolicy.EXECUTE_ONCE and response.tool_calls:
-            results = self._execute_isolated(response.tool_calls, prepared)
+            results = await self._execute_isolated(response.tool_calls, prepared)
         return GenerateResult(
             text=response.text,
             tool_calls=response.tool_calls,
@@ -200,20 +197,18 @@ class SessionGenerate:
             tool_results=results,
         )
 
-    def _execute_isolated(
+    async def _execute_isolated(
         self, calls: tuple[ToolCall, ...], prepared: PreparedGenerate
     ) -> tuple[ToolResult, ...]:
-        """Policy D: run each call once in a throwaway copy of the workspace."""
-        with tempfile.TemporaryDirectory(prefix="sessiongen-d-") as scratch:
-            copy = Path(scratch) / "workspace"
-            if prepared.workspace is not None:
-                shutil.copytree(prepared.workspace, copy)
-            else:
-                copy.mkdir()
-            outcomes = [
-                (call, run_tool_call(self.tools, call, prepared.permitted, copy)) for call in calls
-            ]
-        return tuple(
-            ToolResult(call_id=call.id, text=outcome.text, is_error=outcome.is_error)
-            for call, outcome in outcomes
-        )
+        """Policy D: run each call once, in order, on an isolated view of the workspace:
+        the durable tools' confinement and limits, writes kept in memory (later calls of
+        this generate see them), the Session's workspace never written and nothing
+        copied."""
+        view = None if prepared.workspace is None else Workspace.isolated(prepared.workspace)
+        results: list[ToolResult] = []
+        for call in calls:
+            outcome = await run_tool_call(self.tools, call, prepared.permitted, view)
+            results.append(
+                ToolResult(call_id=call.id, text=outcome.text, is_error=outcome.is_error)
+            )
+        return tuple(results)

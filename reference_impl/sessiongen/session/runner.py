@@ -146,7 +146,7 @@ class SessionRunner:
             )
             usage = usage + settled.usage
             finish = settled.finish_reason
-            execute_tools(
+            await execute_tools(
                 self.store,
                 session_id,
                 step_message,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import ContextOverflow, ProviderError, ProviderStreamInterrupted
 from ..llm.client import StreamFold, closing
@@ -23,7 +22,7 @@ from ..model import (
     ToolCallPart,
     ToolExecuted,
 )
-from ..tools import ToolRegistry, run_tool_call
+from ..tools import ToolRegistry, Workspace, run_tool_call
 from .store import SessionStore
 
 
@@ -81,7 +80,7 @@ async def settle_stream(
         raise
 
 
-def execute_tools(
+async def execute_tools(
     store: SessionStore,
     session_id: str,
     message_id: str,
@@ -91,9 +90,9 @@ def execute_tools(
     workspace: str | None,
 ) -> None:
     """Run each call once, in order; each result is its own durable event."""
-    root = None if workspace is None else Path(workspace)
+    root = None if workspace is None else Workspace(workspace)
     for call in calls:
-        outcome = run_tool_call(tools, call, permitted, root)
+        outcome = await run_tool_call(tools, call, permitted, root)
         store.append(
             session_id,
             [

@@ -250,6 +250,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="requests the log keeps, oldest dropped first and counted (default 10000; "
         "0 keeps every request)",
     )
+    emulator.add_argument(
+        "--log-bytes",
+        type=log_capacity,
+        default=256 * 1024 * 1024,
+        help="bytes the log's entries may hold, oldest dropped first and counted (default "
+        "268435456, 256 MiB; 0 for no byte bound)",
+    )
+    emulator.add_argument(
+        "--max-body-bytes",
+        type=log_capacity,
+        default=32 * 1024 * 1024,
+        help="the largest request body taken; a larger one is answered the provider's 'too "
+        "large' error unread (default 33554432, the Messages API's 32 MB; 0 for no limit)",
+    )
 
     emulator_commands = emulator.add_subparsers(
         dest="emulator_command",
@@ -536,14 +550,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.emulator_command == "probe":
         served = [
-            option
-            for option, value, default in (
-                ("--host", args.host, "127.0.0.1"),
-                ("--port", args.port, 8765),
-                ("--token", args.token, None),
-                ("--log-capacity", args.log_capacity, 10_000),
-            )
-            if value != default
+            "--" + dest.replace("_", "-")
+            for dest in ("host", "port", "token", "log_capacity", "log_bytes", "max_body_bytes")
+            if getattr(args, dest) != emulator.get_default(dest)
         ]
         if served:
             emulator.error(f"argument {served[0]}: serves an emulator, so not with probe")
@@ -551,7 +560,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.token == "":
         emulator.error("argument --token: must not be empty")
     token = args.token if args.token is not None else os.environ.get(EMULATOR_TOKEN_ENV) or None
-    return _emulator(emulator, args.host, args.port, token, args.log_capacity)
+    return _emulator(
+        emulator,
+        args.host,
+        args.port,
+        token,
+        args.log_capacity,
+        log_bytes=args.log_bytes,
+        max_body_bytes=args.max_body_bytes,
+    )
 
 
 def _probe(args: argparse.Namespace) -> int:
@@ -584,7 +601,14 @@ def _probe(args: argparse.Namespace) -> int:
 
 
 def _emulator(
-    parser: _Parser, host: str, port: int, token: str | None, capacity: int | None
+    parser: _Parser,
+    host: str,
+    port: int,
+    token: str | None,
+    capacity: int | None,
+    *,
+    log_bytes: int | None,
+    max_body_bytes: int | None,
 ) -> int:
     """`sessiongen emulator`: an unprotected public bind is refused (exit 2) before anything
     is bound, a host that cannot be bound is exit 1, then serve until interrupted."""
@@ -592,7 +616,10 @@ def _emulator(
     from .emulator import EmulatorState, serve
 
     try:
-        serve(host=host, port=port, state=EmulatorState(log_capacity=capacity), token=token)
+        state = EmulatorState(
+            log_capacity=capacity, log_bytes=log_bytes, max_body_bytes=max_body_bytes
+        )
+        serve(host=host, port=port, state=state, token=token)
     except InsecureBind as exc:
         parser.error(str(exc))
     except OSError as exc:  # serve checks the address before it serves, so this is binding

@@ -262,7 +262,7 @@ async def test_policy_d_answers_every_hostile_call_as_a_durable_turn_does(
     _hostile(workspace, outside)
     (workspace / "linkdir").symlink_to(outside, target_is_directory=True)
     os.mkfifo(workspace / "pipe")
-    calls = [
+    calls: list[tuple[str, str, dict[str, object]]] = [
         *HOSTILE_CALLS,
         ("t12", "read_file", {"path": "linkdir/secret.txt"}),
         ("t14", "read_file", {"path": "pipe"}),

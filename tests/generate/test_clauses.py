@@ -76,7 +76,7 @@ async def test_sg_snap_1_an_open_tool_call_of_a_dead_drain_never_reaches_the_wir
     with a pending tool call (real events, no recovery yet). generate's request is cut before
     it: the call and an invented empty result never reach the provider."""
 
-    def die(workspace: Path, args: Any) -> str:
+    def die(workspace: Any, args: Any) -> str:
         raise ProcessDied
 
     dying = Tool("list_files", "List files.", BUILTIN_TOOLS["list_files"].args, die)

@@ -7,8 +7,9 @@ state. Not modelled (by design or for lack of a source): the tool-use system-pro
 and real tokenization (the shared approximate counter is used; images cost their JSON);
 thinking-block stripping on older models; thinking/effort invalidating tools or system on
 some models; server tools running and their automatic 5m breakpoints; mid-conversation
-system messages and tool changes; cache diagnostics; workspace isolation; rate limits,
-request size limits and pricing modifiers (only injectable as faults / not applied); message
+system messages and tool changes; cache diagnostics; workspace isolation; rate limits and
+pricing modifiers (only injectable as faults / not applied; of the size limits, only the
+body limit, `EmulatorState(max_body_bytes=...)`, is applied); message
 rules beyond tool_use/tool_result pairing and prefill (alternation, empty content, thinking
 signatures); `input + max_tokens` over the context window; generation time (the clock only
 moves when told; time to first token is a setting, 0 by default).

@@ -15,10 +15,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._bind import bearer_token, token_matches
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
-from .intake import Arrival
+from .intake import Arrival, ReadBody, read_body, refuse
 from .providers import provider_prefixes, provider_routers
 from .responder import build_reply
-from .state import LIFETIME_DEFAULTS, EmulatorState, FaultSpec, ScriptedResponse
+from .state import (
+    DEFAULT_MAX_BODY_BYTES,
+    LIFETIME_DEFAULTS,
+    EmulatorState,
+    FaultSpec,
+    ScriptedResponse,
+)
 from .streaming import INVALID_BODY, RESET_MESSAGE, SSEResponse, message_events
 from .validation import validate_count_tokens, validate_messages
 
@@ -30,10 +36,8 @@ RESET_WHILE_HELD = "The emulator was reset while this request was held."
 ADMIN_PREFIX = "/_emulator/"
 LOG_DROPPED_HEADER = "x-emulator-log-dropped"
 """On `GET /_emulator/requests`: how many logged requests the log's capacity dropped."""
-# AD:api/errors, "Request size limits": "Messages API | 32 MB", "Token Counting API | 32 MB";
-# "If you exceed these limits, you'll receive a 413 `request_too_large` error." Whether MB is
-# 10^6 or 2^20 bytes is UNCONFIRMED; the emulator takes the larger.
-MAX_REQUEST_BYTES = 32 * 1024 * 1024
+MAX_REQUEST_BYTES = DEFAULT_MAX_BODY_BYTES
+"""The default body limit (`EmulatorState(max_body_bytes=...)`), the Messages API's 32 MB."""
 
 
 class ClockUpdate(BaseModel):
@@ -80,11 +84,23 @@ class HoldUpdate(BaseModel):
 _Body = TypeVar("_Body", bound=BaseModel)
 
 
-async def _admin_body(request: Request, model: type[_Body]) -> _Body:
+class _AdminBodyTooLarge(Exception):
+    """An admin body over the state's `max_body_bytes` (answered 413, unread)."""
+
+    def __init__(self, read: ReadBody) -> None:
+        super().__init__("request_too_large")
+        self.read = read
+
+
+async def _admin_body(state: EmulatorState, request: Request, model: type[_Body]) -> _Body:
     """An admin endpoint's body as its pydantic model, whatever the content type; a body
-    that is no JSON or breaks the model is the 400 of `invalid_body` (no request id)."""
+    that is no JSON or breaks the model is the 400 of `invalid_body` (no request id), one
+    over `max_body_bytes` the 413 of `admin_body_too_large`, unread."""
+    read = await read_body(request, state.max_body_bytes)
+    if read.raw is None:
+        raise _AdminBodyTooLarge(read)
     try:
-        return model.model_validate_json(await request.body())
+        return model.model_validate_json(read.raw)
     except ValidationError as exc:
         raise RequestValidationError(exc.errors(include_url=False)) from None
 
@@ -114,14 +130,11 @@ def _validation_message(exc: RequestValidationError) -> str:
 async def _handle(
     state: EmulatorState, request: Request, path: str
 ) -> Response:  # one code path for both endpoints, so faults and logging behave the same
-    arrival = await Arrival.read(
-        state, request, provider="anthropic", path=path, max_bytes=MAX_REQUEST_BYTES
-    )
+    arrival = await Arrival.read(state, request, provider="anthropic", path=path)
     request_id = arrival.request_id
     if arrival.too_large:
         # Answered before anything else, as Cloudflare answers it before the API (AD:api/errors).
-        arrival.record(413, None, has_body=False)
-        return _error_response(413, request_id, error_type="request_too_large")
+        return arrival.refuse(_error_response(413, request_id, error_type="request_too_large"))
     body = arrival.body
     stream = path == MESSAGES_PATH and isinstance(body, dict) and body.get("stream") is True
     arrival.stream = stream
@@ -275,10 +288,13 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         # The status first: an entry dropped after it was read is counted by the next read.
         status = emulator.log_status()
         response.headers[LOG_DROPPED_HEADER] = str(status["dropped"])
+        size = emulator.log_size()
         return {
             "requests": emulator.requests(since=since, limit=limit),
             "dropped": status["dropped"],
             "capacity": status["capacity"],
+            "bytes": size["bytes"],
+            "byte_capacity": size["byte_capacity"],
         }
 
     @app.get("/_emulator/clock")
@@ -287,7 +303,7 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
 
     @app.post("/_emulator/clock")
     async def set_clock(request: Request) -> dict[str, float]:
-        update = await _admin_body(request, ClockUpdate)
+        update = await _admin_body(emulator, request, ClockUpdate)
         if update.advance is not None:
             return {"now": emulator.clock.advance(update.advance)}
         assert update.now is not None
@@ -295,17 +311,17 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
 
     @app.post("/_emulator/script")
     async def script(request: Request) -> dict[str, int]:
-        update = await _admin_body(request, ScriptUpdate)
+        update = await _admin_body(emulator, request, ScriptUpdate)
         return {"queued": emulator.queue_responses(update.responses)}
 
     @app.post("/_emulator/faults")
     async def faults(request: Request) -> dict[str, int]:
-        fault = await _admin_body(request, FaultSpec)
+        fault = await _admin_body(emulator, request, FaultSpec)
         return {"pending": emulator.add_fault(fault)}
 
     @app.post("/_emulator/config")
     async def config(request: Request) -> dict[str, Any]:
-        update = await _admin_body(request, ConfigUpdate)
+        update = await _admin_body(emulator, request, ConfigUpdate)
         if update.ttft is not None:
             emulator.ttft = update.ttft
         if update.linger is not None:
@@ -350,7 +366,7 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
 
     @app.post("/_emulator/hold")
     async def hold(request: Request) -> dict[str, int]:
-        update = await _admin_body(request, HoldUpdate)
+        update = await _admin_body(emulator, request, HoldUpdate)
         emulator.add_holds(update.count)
         return emulator.hold_status()
 
@@ -372,6 +388,13 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         body = error_body(400, _validation_message(exc), "", "invalid_request_error")
         body["request_id"] = None
         return JSONResponse(body, status_code=400)
+
+    @app.exception_handler(_AdminBodyTooLarge)
+    async def admin_body_too_large(request: Request, exc: _AdminBodyTooLarge) -> Response:
+        # As the Messages API answers it, with no request id (as `invalid_body`).
+        body = error_body(413, None, "", "request_too_large")
+        body["request_id"] = None
+        return refuse(JSONResponse(body, status_code=413), exc.read, emulator.max_body_bytes)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:

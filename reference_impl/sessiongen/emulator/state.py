@@ -129,6 +129,20 @@ LIFETIME_DEFAULTS: Mapping[str, float] = {
 DEFAULT_LOG_CAPACITY = 10_000
 """Requests the log keeps by default (the newest; about 15 KB each for a 50-message prompt)."""
 
+DEFAULT_LOG_BYTES = 256 * 1024 * 1024
+"""Bytes the log keeps by default (the newest entries; see `_Logged.retained`): the entry cap
+alone let 10,000 requests of a few MB each hold tens of GB."""
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The largest request body any emulated API takes by default. AD:api/errors, "Request size
+limits": "Messages API | 32 MB", "Token Counting API | 32 MB"; "If you exceed these limits,
+you'll receive a 413 `request_too_large` error." Whether MB is 10^6 or 2^20 bytes is
+UNCONFIRMED; the emulator takes the larger. The other providers' limits for these endpoints
+are not documented where found (UNCONFIRMED), so the same bound applies to them."""
+
+# A deque keeps one pointer per entry (in blocks of 64), on top of what the entry owns.
+_LOG_SLOT = 8
+
 _COMPACT = (",", ":")
 
 
@@ -147,6 +161,22 @@ class _Logged(NamedTuple):
     raw_body: bytes  # exactly as received
     has_body: bool  # False: `body` is served as null (a 413's body is not kept)
     provider: str
+
+    def retained(self) -> int:
+        """The bytes this entry keeps alive: the tuple itself, the objects it alone holds (id,
+        arrival, time, status, usage and headers JSON, the raw body) and its slot in the log.
+        The interned path and provider and the shared booleans are not its own."""
+        owned = (
+            self.arrival,
+            self.id,
+            self.started_at,
+            self.status,
+            self.usage,
+            self.headers,
+            self.raw_body,
+        )
+        held = sum(sys.getsizeof(part) for part in owned if part is not None)
+        return sys.getsizeof(self) + held + _LOG_SLOT
 
     def served(self) -> dict[str, Any]:
         """The entry as `/_emulator/requests` serves it (a fresh object each time)."""
@@ -194,13 +224,27 @@ class EmulatorState:
         clock: VirtualClock | None = None,
         log_capacity: int | None = DEFAULT_LOG_CAPACITY,
         lifetimes: Mapping[str, float] | None = None,
+        log_bytes: int | None = DEFAULT_LOG_BYTES,
+        max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         """`log_capacity`: how many requests the log keeps (the newest by arrival; the
         oldest are dropped and counted, see `log_status`); None keeps every one.
+        `log_bytes`: how many bytes the kept entries may hold (`_Logged.retained`), the
+        oldest dropped and counted alike; None: no byte bound.
+        `max_body_bytes`: the largest request body a provider endpoint takes; a larger one
+        is answered the provider's "too large" error unread (`intake.read_body`); None: no
+        limit.
         `lifetimes`: overrides of `LIFETIME_DEFAULTS` (the implicit caches' lifetimes)."""
-        if log_capacity is not None and log_capacity < 0:
-            raise ValueError(f"log_capacity must be >= 0 or None, got {log_capacity!r}")
+        for name, bound in (
+            ("log_capacity", log_capacity),
+            ("log_bytes", log_bytes),
+            ("max_body_bytes", max_body_bytes),
+        ):
+            if bound is not None and bound < 0:
+                raise ValueError(f"{name} must be >= 0 or None, got {bound!r}")
         self.log_capacity = log_capacity
+        self.log_bytes = log_bytes
+        self.max_body_bytes = max_body_bytes
         self.clock = clock or VirtualClock()
         # `linger`: virtual seconds an entry outlives its TTL. The docs promise a *minimum*
         # lifetime only ("minimum lifetime of 5 minutes"), and give no number for the rest.
@@ -223,7 +267,8 @@ class EmulatorState:
         self._default_framing = framing
         self._lock = threading.RLock()
         self._log: deque[_Logged] = deque()  # by arrival
-        self._dropped = 0  # entries dropped for capacity since the last reset
+        self._log_size = 0  # the sum of the entries' `retained` bytes
+        self._dropped = 0  # entries dropped for capacity (count or bytes) since the last reset
         self._script: deque[ScriptedResponse] = deque()
         self._faults: deque[list[Any]] = deque()  # [FaultSpec, remaining]
         self._pending_holds = 0
@@ -266,7 +311,8 @@ class EmulatorState:
         completes after later arrivals). Credential headers are redacted here, so no caller
         can log them. The body is kept as the bytes received and parsed only when read
         (`has_body=False`: served as null). `provider` names the API the request came in on
-        (`emulator.providers`). Beyond `log_capacity` entries the oldest is dropped."""
+        (`emulator.providers`). Beyond `log_capacity` entries, or `log_bytes` bytes, the
+        oldest are dropped (the new entry too, if it alone is over `log_bytes`)."""
         entry = _Logged(
             int(request_id.rsplit("_", 1)[1]),  # ids count arrivals (`_next`)
             request_id,
@@ -286,9 +332,13 @@ class EmulatorState:
             while at and log[at - 1].arrival > entry.arrival:
                 at -= 1  # a held request: the later arrivals are near the end
             log.insert(at, entry)
-            capacity = self.log_capacity
-            while capacity is not None and len(log) > capacity:
-                log.popleft()
+            self._log_size += entry.retained()
+            capacity, byte_bound = self.log_capacity, self.log_bytes
+            while log and (
+                (capacity is not None and len(log) > capacity)
+                or (byte_bound is not None and self._log_size > byte_bound)
+            ):
+                self._log_size -= log.popleft().retained()
                 self._dropped += 1
 
     def requests(self, *, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
@@ -311,6 +361,12 @@ class EmulatorState:
                 "dropped": self._dropped,
                 "capacity": self.log_capacity,
             }
+
+    def log_size(self) -> dict[str, int | None]:
+        """`bytes`: what the kept entries hold (`_Logged.retained`, summed); `byte_capacity`:
+        the byte bound (None: unbounded)."""
+        with self._lock:
+            return {"bytes": self._log_size, "byte_capacity": self.log_bytes}
 
     # --- script --------------------------------------------------------------------------
 
@@ -439,6 +495,7 @@ class EmulatorState:
             self.framing = self._default_framing
             self.cache.clear()
             self._log.clear()
+            self._log_size = 0
             self._dropped = 0
             self._script.clear()
             self._faults.clear()

@@ -353,6 +353,12 @@ def _error(status: int, request_id: str, message: str, code: str | None = None) 
 async def handle(state: EmulatorState, request: Request, model_id: str, stream: bool) -> Response:
     arrival = await Arrival.read(state, request, provider=PROVIDER)
     arrival.stream = stream
+    if arrival.too_large:
+        # Before faults and parsing, as on /v1/messages. The status, code and message of
+        # Bedrock's own answer are UNCONFIRMED: 413 with the ValidationException code ("The
+        # input fails to satisfy the constraints specified by Amazon Bedrock").
+        message = f"The request body is over the maximum of {state.max_body_bytes} bytes."
+        return arrival.refuse(_error(413, arrival.request_id, message, "ValidationException"))
     request_id, started_at, body, log = (
         arrival.request_id,
         arrival.started_at,

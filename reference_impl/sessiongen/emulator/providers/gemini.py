@@ -88,6 +88,17 @@ def _invalid(message: str) -> GeminiError:
     return GeminiError(400, message)
 
 
+def _too_large(state: EmulatorState, arrival: Arrival) -> Response:
+    """A body over `max_body_bytes`, unread and unparsed: logged, and answered before faults
+    and holds as the API words it, `400 INVALID_ARGUMENT` "Request payload size exceeds the
+    limit: N bytes." (as public reports quote it, e.g. MaKTaiL/gemini-srt-translator#63; the
+    API's own limit for generateContent is UNCONFIRMED, so the emulator's applies)."""
+    message = f"Request payload size exceeds the limit: {state.max_body_bytes} bytes."
+    answer = _error(400, message)
+    answer.headers["x-request-id"] = arrival.request_id
+    return arrival.refuse(answer)
+
+
 # --- validation ----------------------------------------------------------------------------
 
 
@@ -367,6 +378,8 @@ def implicit_rule(state: EmulatorState, info: ModelInfo) -> ImplicitRule:
 
 async def _handle(state: EmulatorState, request: Request, model: str, method: str) -> Response:
     arrival = await Arrival.read(state, request, provider=PROVIDER)
+    if arrival.too_large:
+        return _too_large(state, arrival)
     request_id, started_at, body = arrival.request_id, arrival.started_at, arrival.body
     stream = arrival.stream = method == "streamGenerateContent"
     sse = stream and request.query_params.get("alt") == "sse"
@@ -660,6 +673,8 @@ async def _admin_call(
 ) -> Response:
     """create / list / get / update / delete of cachedContents, logged like a generate call."""
     arrival = await Arrival.read(state, request, provider=PROVIDER)
+    if arrival.too_large:
+        return _too_large(state, arrival)
     request_id, now = arrival.request_id, arrival.started_at
     status, answer = 200, {}
     has_body = action in ("create", "update")
@@ -693,6 +708,8 @@ async def _not_found(state: EmulatorState, request: Request) -> Response:
     """Any other method or path under a Gemini prefix: 404 in Gemini's shape (the API's
     answer for an unknown method is UNCONFIRMED), logged."""
     arrival = await Arrival.read(state, request, provider=PROVIDER)
+    if arrival.too_large:
+        return _too_large(state, arrival)
     arrival.record(404, None, has_body=False)
     message = f"Method not found: {request.method} {request.url.path}"
     return JSONResponse(

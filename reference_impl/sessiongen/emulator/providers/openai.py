@@ -524,6 +524,11 @@ async def _sse(
 async def _handle(state: EmulatorState, request: Request, path: str) -> Response:
     arrival = await Arrival.read(state, request, provider=PROVIDER, path=path)
     request_id, started_at, body = arrival.request_id, arrival.started_at, arrival.body
+    if arrival.too_large:
+        # Before faults, holds and parsing, as on /v1/messages. 413 is invalid_request_error in
+        # the API's table; the message and the limit itself are UNCONFIRMED.
+        message = f"The request body is over the maximum of {state.max_body_bytes} bytes."
+        return arrival.refuse(error_response(413, request_id, message))
     stream = arrival.stream = isinstance(body, dict) and body.get("stream") is True
     record = arrival.record
 

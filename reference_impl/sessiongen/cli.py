@@ -65,8 +65,8 @@ def port(text: str) -> int:
     return number
 
 
-def log_capacity(text: str) -> int | None:
-    """An argparse type: how many requests the emulator's log keeps; 0 means all of them."""
+def bound(text: str) -> int | None:
+    """An argparse type: a count or size the emulator keeps at most; 0 means no bound."""
     try:
         number = int(text)
     except ValueError:
@@ -245,21 +245,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     emulator.add_argument(
         "--log-capacity",
-        type=log_capacity,
+        type=bound,
         default=10_000,
         help="requests the log keeps, oldest dropped first and counted (default 10000; "
         "0 keeps every request)",
     )
     emulator.add_argument(
         "--log-bytes",
-        type=log_capacity,
+        type=bound,
         default=256 * 1024 * 1024,
         help="bytes the log's entries may hold, oldest dropped first and counted (default "
         "268435456, 256 MiB; 0 for no byte bound)",
     )
     emulator.add_argument(
+        "--cache-entries",
+        type=bound,
+        default=500_000,
+        help="prompt-cache entries kept at once, the soonest to expire evicted first "
+        "(default 500000, about 230 MiB; 0 for no bound)",
+    )
+    emulator.add_argument(
         "--max-body-bytes",
-        type=log_capacity,
+        type=bound,
         default=32 * 1024 * 1024,
         help="the largest request body taken; a larger one is answered the provider's 'too "
         "large' error unread (default 33554432, the Messages API's 32 MB; 0 for no limit)",
@@ -551,7 +558,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.emulator_command == "probe":
         served = [
             "--" + dest.replace("_", "-")
-            for dest in ("host", "port", "token", "log_capacity", "log_bytes", "max_body_bytes")
+            for dest in (
+                "host",
+                "port",
+                "token",
+                "log_capacity",
+                "log_bytes",
+                "max_body_bytes",
+                "cache_entries",
+            )  # fmt: skip
             if getattr(args, dest) != emulator.get_default(dest)
         ]
         if served:
@@ -568,6 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.log_capacity,
         log_bytes=args.log_bytes,
         max_body_bytes=args.max_body_bytes,
+        cache_entries=args.cache_entries,
     )
 
 
@@ -609,6 +625,7 @@ def _emulator(
     *,
     log_bytes: int | None,
     max_body_bytes: int | None,
+    cache_entries: int | None,
 ) -> int:
     """`sessiongen emulator`: an unprotected public bind is refused (exit 2) before anything
     is bound, a host that cannot be bound is exit 1, then serve until interrupted."""
@@ -617,7 +634,10 @@ def _emulator(
 
     try:
         state = EmulatorState(
-            log_capacity=capacity, log_bytes=log_bytes, max_body_bytes=max_body_bytes
+            log_capacity=capacity,
+            log_bytes=log_bytes,
+            max_body_bytes=max_body_bytes,
+            cache_entries=cache_entries,
         )
         serve(host=host, port=port, state=state, token=token)
     except InsecureBind as exc:

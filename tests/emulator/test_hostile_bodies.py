@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
+from sessiongen.cache.store import CacheStore
 from sessiongen.emulator import BackgroundServer, EmulatorState, SyncASGITransport, create_app
 from sessiongen.emulator.app import LOG_DROPPED_HEADER
 from sessiongen.emulator.intake import LINGER_FACTOR
@@ -363,3 +365,43 @@ def test_the_command_line_sets_the_byte_bound_and_the_body_limit(
     assert cli.main(["emulator", "--log-bytes", "0", "--max-body-bytes", "0"]) == 0
     assert cli.main(["emulator"]) == 0
     assert seen == [(MIB, 64 * KIB), (None, None), (256 * MIB, 32 * MIB)]
+
+
+def test_the_prompt_cache_keeps_at_most_its_capacity_the_soonest_to_expire_evicted() -> None:
+    """A store bounded at 3 entries, written 5 (expiring at 10, 50, 20, 40, 30): the two due
+    first are evicted and counted; a read that moved an entry's expiry is honoured."""
+    store = CacheStore(max_entries=3)
+    for name, expires in (("a", 10.0), ("b", 50.0), ("c", 20.0)):
+        store.pin(model="m", prefix_hash=name, tokens=1, now=0.0, expires_at=expires, label="x")
+    assert store.set_expiry("m", "a", 60.0)  # refreshed: now due last
+    for name, expires in (("d", 40.0), ("e", 30.0)):
+        store.pin(model="m", prefix_hash=name, tokens=1, now=0.0, expires_at=expires, label="x")
+    assert sorted(e.prefix_hash for e in store.entries()) == ["a", "b", "d"]
+    assert store.evicted == 2
+    unbounded = CacheStore()
+    for name in "abcde":
+        unbounded.pin(model="m", prefix_hash=name, tokens=1, now=0.0, expires_at=9.0, label="x")
+    assert len(unbounded.entries()) == 5 and unbounded.evicted == 0
+
+
+async def test_a_huge_gemini_body_cannot_fill_the_emulators_cache() -> None:
+    """Gemini's implicit cache writes an entry per interval of tokens: one large request of
+    many small messages on a stopped clock would keep tens of thousands. The emulator keeps
+    at most `cache_entries`, and says how many it evicted."""
+    state = EmulatorState(cache_entries=50)
+    contents = [
+        {"role": "user" if i % 2 == 0 else "model", "parts": [{"text": f"message {i} " * 40}]}
+        for i in range(400)
+    ]
+    transport = httpx.ASGITransport(app=create_app(state))
+    async with httpx.AsyncClient(transport=transport, base_url="http://emulator") as client:
+        answer = await client.post(
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            json={"contents": contents},
+            headers={"x-goog-api-key": "k"},
+        )
+        assert answer.status_code == 200, answer.text
+        cache = (await client.get("/_emulator/cache")).json()
+    assert cache["capacity"] == 50
+    assert len(cache["entries"]) == 50 and cache["evicted"] > 0
+    record("hostile", {"emulator-cache": {"entries kept (capacity 50)": len(cache["entries"])}})

@@ -215,12 +215,19 @@ class CacheStore:
     per entry written, refreshed or dying, never a pass over the live ones.
     """
 
-    def __init__(self, *, linger: float = 0.0) -> None:
+    def __init__(self, *, linger: float = 0.0, max_entries: int | None = None) -> None:
         """`linger`: seconds an entry outlives its TTL. Anthropic promises *at least* the
         TTL; 0 (the default) is exactly the promise, and a positive value asks what a longer
-        real lifetime would change. Clients must never rely on it."""
+        real lifetime would change. Clients must never rely on it.
+        `max_entries`: the most entries kept alive at once (None: no bound, what a replay
+        wants). Past it the entries due to expire first (of one TTL, the least recently
+        used) are evicted and counted (`evicted`): a server facing untrusted requests must
+        not let a stopped clock keep every prefix of every request alive."""
         if not linger >= 0:
             raise ValueError(f"linger must be >= 0 seconds, got {linger!r}")
+        if max_entries is not None and max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1 or None, got {max_entries!r}")
+        self.max_entries = max_entries
         self._lock = threading.Lock()
         self._life = {ttl: seconds + linger for ttl, seconds in TTL_SECONDS.items()}
         self._reset()
@@ -232,6 +239,7 @@ class CacheStore:
         self._index: dict[str, dict[str, CacheEntry]] = {}
         self._expiry: list[tuple[float, int, CacheEntry]] = []
         self._seq = count()
+        self.evicted = 0
 
     def clear(self) -> None:
         with self._lock:
@@ -256,6 +264,21 @@ class CacheStore:
             else:
                 del bucket[entry.prefix_hash]
                 del self._entries[(entry.model, entry.prefix_hash)]
+
+    def _evict(self) -> None:
+        """Over `max_entries`: drop the entries that fall due first (each record popped is
+        either stale, an entry refreshed since, pushed again, or the entry's own)."""
+        heap, bound = self._expiry, self.max_entries
+        while bound is not None and len(self._entries) > bound and heap:
+            due, _, entry = heappop(heap)
+            bucket = self._index.get(entry.model)
+            if bucket is None or bucket.get(entry.prefix_hash) is not entry:
+                continue
+            if entry.expires_at > due:
+                heappush(heap, (entry.expires_at, next(self._seq), entry))
+                continue
+            self._drop(entry.model, entry.prefix_hash)
+            self.evicted += 1
 
     def _lifetime(self, entry: CacheEntry) -> float:
         return entry.life if entry.life is not None else self._life[entry.ttl]
@@ -409,6 +432,7 @@ class CacheStore:
                         entry.ttl = ttl
                         self._refresh(entry, expires)
                     written.add(bp)
+            self._evict()
         return a, b, c, hit, positions, written
 
     def apply_implicit(
@@ -495,6 +519,7 @@ class CacheStore:
                     expires = min(expires, entry.max_expires_at)
                 self._refresh(entry, expires)
                 entry.last_used_at = now
+            self._evict()
         written = marks[-1][1] if marks else 0
         return ImplicitResult(read, hit, written, total)
 
@@ -527,6 +552,7 @@ class CacheStore:
             self._entries[(model, prefix_hash)] = entry
             self._index.setdefault(model, {})[prefix_hash] = entry
             heappush(self._expiry, (expires_at, next(self._seq), entry))
+            self._evict()
             return replace(entry)
 
     def lookup(self, model: str, prefix_hash: str, now: float) -> CacheEntry | None:

@@ -344,6 +344,8 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         now = emulator.clock.now()
         return {
             "now": now,
+            "capacity": emulator.cache.max_entries,
+            "evicted": emulator.cache.evicted,
             "entries": [
                 {
                     "model": e.model,

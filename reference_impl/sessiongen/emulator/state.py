@@ -140,6 +140,12 @@ you'll receive a 413 `request_too_large` error." Whether MB is 10^6 or 2^20 byte
 UNCONFIRMED; the emulator takes the larger. The other providers' limits for these endpoints
 are not documented where found (UNCONFIRMED), so the same bound applies to them."""
 
+DEFAULT_CACHE_ENTRIES = 500_000
+"""Prompt-cache entries kept at once by default: about 480 bytes each, so about 230 MiB.
+Real traffic stays far below (a session's entries number its breakpoints); a stopped
+virtual clock and large Gemini or OpenAI bodies (an implicit entry per interval of tokens)
+would otherwise keep every prefix alive for ever."""
+
 # A deque keeps one pointer per entry (in blocks of 64), on top of what the entry owns.
 _LOG_SLOT = 8
 
@@ -226,6 +232,7 @@ class EmulatorState:
         lifetimes: Mapping[str, float] | None = None,
         log_bytes: int | None = DEFAULT_LOG_BYTES,
         max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
+        cache_entries: int | None = DEFAULT_CACHE_ENTRIES,
     ) -> None:
         """`log_capacity`: how many requests the log keeps (the newest by arrival; the
         oldest are dropped and counted, see `log_status`); None keeps every one.
@@ -234,6 +241,8 @@ class EmulatorState:
         `max_body_bytes`: the largest request body a provider endpoint takes; a larger one
         is answered the provider's "too large" error unread (`intake.read_body`); None: no
         limit.
+        `cache_entries`: the most prompt-cache entries kept at once (`CacheStore`'s
+        `max_entries`; the soonest to expire are evicted past it); None: no bound.
         `lifetimes`: overrides of `LIFETIME_DEFAULTS` (the implicit caches' lifetimes)."""
         for name, bound in (
             ("log_capacity", log_capacity),
@@ -248,7 +257,8 @@ class EmulatorState:
         self.clock = clock or VirtualClock()
         # `linger`: virtual seconds an entry outlives its TTL. The docs promise a *minimum*
         # lifetime only ("minimum lifetime of 5 minutes"), and give no number for the rest.
-        self.cache = CacheStore(linger=linger)
+        self.cache_entries = cache_entries
+        self.cache = CacheStore(linger=linger, max_entries=cache_entries)
         self.linger = linger
         self._default_linger = linger
         self.ttft = ttft  # virtual seconds from a request's start to its response start
@@ -475,7 +485,7 @@ class EmulatorState:
         starts an empty cache (like a reset of the cache alone); the same value is a no-op."""
         with self._lock:
             if linger != self.linger:
-                self.cache = CacheStore(linger=linger)
+                self.cache = CacheStore(linger=linger, max_entries=self.cache_entries)
                 self.linger = linger
 
     def apply_cache(self, request: PreparedRequest, started_at: float) -> CacheResult:

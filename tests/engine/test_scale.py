@@ -163,7 +163,7 @@ async def test_an_incremental_record_equals_a_cold_read_after_every_change(
 
     store.append = append_then_compare  # type: ignore[method-assign]
     await varied_turns(engine, scripted, session)
-    assert len(checked) > 20
+    assert len(checked) > 15  # a turn's prompt and its Step's opening are one change
 
 
 async def test_a_write_by_another_connection_is_seen_at_its_revision(

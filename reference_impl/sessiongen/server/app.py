@@ -71,7 +71,14 @@ from .models import (
     TurnResult,
     WarmingView,
 )
-from .problems import PROBLEM_MEDIA_TYPE, Redactor, error_response, http_problem, problem_response
+from .problems import (
+    MIN_SECRET_CHARS,
+    PROBLEM_MEDIA_TYPE,
+    Redactor,
+    error_response,
+    http_problem,
+    problem_response,
+)
 
 __all__ = ["HEALTH_PATH", "MAX_BODY_BYTES", "create_app"]
 
@@ -115,6 +122,9 @@ _PROBLEMS = {
     "`provider-overloaded`); a `Retry-After` header (and `retry_after` member) when the "
     "provider said when to retry.",
     504: "The provider call timed out (`provider-timeout`).",
+    507: "The store cannot write: its disk is full, or it was opened read-only "
+    "(`insufficient-storage`); nothing of the call was written, unless its detail says "
+    "a turn's prompt was stored with its Step.",
 }
 _PROVIDER = (409, 413, 502, 503, 504)
 
@@ -170,13 +180,14 @@ class _Service:
         """Admit and drain under the session's drain lease, taken before the admission: when
         another process sharing the store file is draining the session, the turn is refused
         (`SessionBusy`, 409) with nothing admitted, so the steps that end the history when
-        the Drain returns are this turn's."""
+        the Drain returns are this turn's. `engine.run` stores the prompt with its Step or
+        not at all: a full disk refuses the turn (`InsufficientStorage`, 507) before the
+        prompt is stored, or says it was."""
         async with self.turn_lock(session_id):
             validate_prompt(prompt)  # a caller mistake is reported before a busy session
             with self.engine.lease(session_id):
-                self.engine.prompt(session_id, prompt)
                 try:
-                    drained = await self.engine.drain(session_id)
+                    drained = await self.engine.run(session_id, prompt)
                 except BaseException:
                     # A failed turn ends too: the keeper restarts from what the store has.
                     with suppress(SessionNotFound):  # never mask the turn's own error
@@ -207,8 +218,8 @@ class _Service:
 
     async def delete(self, session_id: str) -> None:
         async with self.turn_lock(session_id):  # a turn in flight settles first
+            self.engine.store.delete(session_id)  # first: a refused delete changes nothing
             self.warming_plugin.unwatch(session_id)
-            self.engine.store.delete(session_id)
         self._turns.pop(session_id, None)
 
     def warming(self, session_id: str) -> WarmingView:
@@ -270,6 +281,12 @@ def create_app(
         SAMPLE_AGENT.name if SAMPLE_AGENT.name in engine.agents else next(iter(engine.agents))
     )
     redactor = Redactor([token, *_client_secrets(engine), *secrets])
+    if token is not None and len(token) < MIN_SECRET_CHARS:
+        logger.warning(
+            "the bearer token has fewer than %d characters: it is easy to guess, and not "
+            "masked in error text or logs",
+            MIN_SECRET_CHARS,
+        )
     if plugins is None:
         plugins = _default_plugins(engine, keeper)
     elif keeper is not None:
@@ -325,7 +342,7 @@ def create_app(
         status_code=201,
         tags=["sessions"],
         dependencies=guarded,
-        responses=_problems(401, 404, 413, 422),
+        responses=_problems(401, 404, 413, 422, 507),
     )
     async def create_session(
         response: Response,
@@ -367,7 +384,7 @@ def create_app(
         status_code=204,
         tags=["sessions"],
         dependencies=guarded,
-        responses=_problems(401, 404, 422),
+        responses=_problems(401, 404, 422, 507),
     )
     async def delete_session(session_id: str) -> Response:
         """Delete the session and everything stored for it (a turn in flight settles
@@ -379,7 +396,7 @@ def create_app(
         "/api/session/{session_id}/prompt",
         tags=["turns"],
         dependencies=guarded,
-        responses=_problems(401, 404, 422, *_PROVIDER),
+        responses=_problems(401, 404, 422, *_PROVIDER, 507),
     )
     async def prompt(session_id: str, body: PromptRequest) -> TurnResult:
         """A durable turn: admit the prompt, drain (tool rounds included), answer when it

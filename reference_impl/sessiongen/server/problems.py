@@ -10,6 +10,7 @@ credential the server holds never reaches a client, even inside an error message
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -25,17 +26,46 @@ REDACTED = "[redacted]"
 _TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}
 
 
+MIN_SECRET_CHARS = 8
+"""Shorter secrets are not masked. Masking one would mangle ordinary text (an API key of
+"x" turned "unexpected" into "une[redacted]pected") and would disclose the secret instead of
+hiding it: the characters that vanish from common words spell it. A secret that short is
+guessable anyway; real credentials are far longer (Anthropic and OpenAI keys 40 to 100+
+characters, `secrets.token_urlsafe()` 43)."""
+
+ANYWHERE_CHARS = 24
+"""A secret at least this long is masked wherever it occurs, inside a longer run of letters
+and digits too (after `%20`, twice in a row, in a URL or JSON): a string this long and
+random does not occur by chance. A shorter one (from `MIN_SECRET_CHARS`) is masked only as a
+whole token, not preceded or followed by an ASCII letter or digit, so a word that merely
+contains it stays as written."""
+
+_ALNUM = "A-Za-z0-9"
+
+
 class Redactor:
-    """Replaces each secret (an API key, the server's token) wherever it appears in text."""
+    """Replaces each secret (an API key, the server's token) wherever it appears in text:
+    one of at least `ANYWHERE_CHARS` characters anywhere, a shorter one as a whole token;
+    one under `MIN_SECRET_CHARS` is not masked (see there)."""
 
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         # Longest first, so a secret that contains another is replaced whole.
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self.secrets = sorted(
+            {s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True
+        )
+        patterns = [
+            re.escape(s)
+            if len(s) >= ANYWHERE_CHARS
+            else rf"(?<![{_ALNUM}]){re.escape(s)}(?![{_ALNUM}])"
+            for s in self.secrets
+        ]
+        # One pass: what was replaced is never matched again.
+        self._pattern = re.compile("|".join(patterns)) if patterns else None
 
     def text(self, value: str) -> str:
-        for secret in self.secrets:
-            value = value.replace(secret, REDACTED)
-        return value
+        if self._pattern is None:
+            return value
+        return self._pattern.sub(REDACTED, value)
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -16,6 +16,11 @@ serves never shows a Step as in flight that no process is running. Recovery runs
 session's drain lease in the store: a session another live process is draining (a second
 server on the same file) is left alone, its open Step is that process's to settle; a lease
 left by a killed process (its pid is gone) is free and taken over.
+
+A full disk: a store that cannot open its file for writing opens it read-only
+(`SessionStore.read_only`); the server says so once at start, serves every read, and answers
+every write 507 `insufficient-storage`. Recovery needs writes, so on a read-only store, or a
+disk too full for them, it is left to each session's next Drain and the server starts.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from .._bind import InsecureBind, check_bind, is_loopback, probe
 from .._choices import SERVE_PROVIDERS as PROVIDERS
 from .._choices import ServeProvider
 from ..emulator import EmulatorState, VirtualClock
+from ..errors import InsufficientStorage
 from ..model import Agent
 from ..plugins import PluginHost, load_plugins, request_hook
 from ..plugins.warming import WarmingPlugin
@@ -85,8 +91,18 @@ class RealTimeClock(VirtualClock):
 def recover_interrupted(engine: SessionEngine) -> int:
     """Mark the Steps a dead process left unsettled, in every session, as interrupted (the
     Drain's own recovery, run for all sessions at once); returns how many it marked. A
-    session whose drain lease a live process holds is skipped (`SessionRunner.recover`)."""
-    return sum(engine.runner.recover(session_id) for session_id in engine.store.session_ids())
+    session whose drain lease a live process holds is skipped (`SessionRunner.recover`), and
+    so is every session when the store cannot write (read-only, its disk full): each
+    session's next Drain recovers it."""
+    if engine.store.read_only:
+        return 0
+    recovered = 0
+    for session_id in engine.store.session_ids():
+        try:
+            recovered += engine.runner.recover(session_id)
+        except InsufficientStorage:
+            return recovered
+    return recovered
 
 
 @asynccontextmanager
@@ -135,6 +151,14 @@ async def serve_async(
         if isinstance(warming, WarmingPlugin):
             warming.policy = warming_policy
     store = SessionStore(db)
+    if store.read_only:
+        print(
+            f"sessiongen serve: warning: the store {db} is read-only ({store.read_only_reason}): "
+            "reads are served, every write answers 507 insufficient-storage; restart the "
+            "server once its disk has room",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         async with _llm(provider) as (llm, described):
             engine = SessionEngine(store, llm, list(agents), hooks=[request_hook(pm)])

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
-from ..errors import AgentNotFound, InvalidArgument
+from ..errors import AgentNotFound, InsufficientStorage, InvalidArgument
 from ..llm.client import LLMClient
-from ..model import Agent, Session
+from ..model import Agent, Session, UserMessage
 from ..tools import ToolRegistry
 from .admission import admission_events, validate_prompt
 from .context import SessionContext, Snapshot
@@ -86,20 +86,41 @@ class SessionEngine:
         """Run the Drain; one at a time per session in this engine, and, through the
         session's drain lease in the store, across processes sharing the store file: a
         session another live process is draining raises `SessionBusy`, nothing written."""
+        return await self._drain(session_id)
+
+    async def _drain(self, session_id: str, prompt: str | None = None) -> DrainResult:
         import asyncio  # imported with the first drain, not with the package
 
         lock = self._drains.setdefault(session_id, asyncio.Lock())
         async with lock:
-            return await self.runner.drain(session_id)
+            return await self.runner.drain(session_id, prompt)
 
     async def run(self, session_id: str, text: str) -> DrainResult:
         """A durable turn: admit, then drain, under the session's drain lease taken before
         the admission, so a session another live process is draining refuses the turn with
-        `SessionBusy` and nothing admitted."""
+        `SessionBusy` and nothing admitted.
+
+        The prompt is stored with its Step or not at all: the Drain admits it in the
+        transaction that opens its first Step. A turn refused before (`InsufficientStorage`
+        on a full disk, a provider error while compacting) leaves no trace of the prompt, so
+        sending it again is safe; one refused after (the disk filled while the Step ran)
+        raises `InsufficientStorage` saying the prompt was stored, its Step to be marked
+        interrupted by the session's next Drain, as a provider failure mid-Step leaves it."""
         validate_prompt(text)  # a caller mistake is reported before a busy session
         with self.lease(session_id):
-            self.prompt(session_id, text)
-            return await self.drain(session_id)
+            before = len(self.store.read(session_id).messages)
+            try:
+                return await self._drain(session_id, text)
+            except InsufficientStorage as error:
+                added = self.store.read(session_id).messages[before:]
+                if not any(isinstance(m, UserMessage) for m in added):
+                    raise  # refused before the Step opened: nothing of the turn was stored
+                written = str(error).removesuffix("; nothing was written")
+                raise InsufficientStorage(
+                    f"{written}; the prompt had been stored with its Step, which did not settle "
+                    "and is marked interrupted at the session's next turn: do not send the "
+                    "prompt again"
+                ) from error
 
     def drain_in_flight(self, session_id: str) -> bool:
         """Whether this engine is running a Drain of the session right now."""

@@ -1,6 +1,11 @@
 """The Drain: promote -> select -> compact if required -> prepare -> attempt -> settle,
 continuing while the model calls tools, up to the agent's step limit. Orchestration only.
 
+A turn's prompt (`drain(session_id, prompt)`) is stored with its Step or not at all: its
+admission, the promotion of everything pending and the first Step's opening are one
+transaction, so a turn refused before its Step opened (a full disk, a provider error while
+compacting) leaves no prompt behind that a retry would duplicate.
+
 A Drain holds the session's drain lease in the store (`SessionStore.acquire_drain_lease`)
 from before its recovery to its end, error and cancellation included, so processes sharing
 one store file never drain a session at once: a Drain of a session another live process is
@@ -12,14 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import dataclass, field, replace
 
 from ..errors import SessionBusy
 from ..llm.client import LLMClient
 from ..llm.types import FinishReason, Usage
 from ..model import (
     Event,
+    InputAdmitted,
+    PendingInput,
     StepInterrupted,
     StepStarted,
     TextPart,
@@ -27,7 +33,7 @@ from ..model import (
     message_id,
 )
 from ..tools import ToolRegistry
-from .admission import promotion_events
+from .admission import admission_events, promotion_events
 from .compaction import compact, compaction_required
 from .context import SessionContext, Snapshot
 from .instructions import commit_event
@@ -101,14 +107,15 @@ class SessionRunner:
         )
         return True
 
-    async def drain(self, session_id: str) -> DrainResult:
+    async def drain(self, session_id: str, prompt: str | None = None) -> DrainResult:
         """Recover, then run Steps until the model stops calling tools or the agent's step
         limit; all of it under the session's drain lease (`SessionBusy` when another live
-        process holds it, with nothing written)."""
+        process holds it, with nothing written). `prompt`, a turn's (validated), is admitted
+        in the transaction that opens the first Step."""
         with self.leased(session_id):
-            return await self._drain(session_id)
+            return await self._drain(session_id, prompt)
 
-    async def _drain(self, session_id: str) -> DrainResult:
+    async def _drain(self, session_id: str, prompt: str | None = None) -> DrainResult:
         self._recover(session_id)
         usage = Usage()
         finish: FinishReason | None = None
@@ -122,25 +129,42 @@ class SessionRunner:
                 snapshot = self.context.select(session_id)
             # Compact before promotion, so the new prompt stays verbatim after the summary.
             pending = snapshot.pending
-            incoming = tuple(UserMessage(id=p.id, parts=(TextPart(text=p.text),)) for p in pending)
+            waiting = pending if prompt is None else (*pending, PendingInput(id="", text=prompt))
+            incoming = tuple(UserMessage(id=p.id, parts=(TextPart(text=p.text),)) for p in waiting)
             probe = self.preparation.build(
                 snapshot, operation="step", step=step, transient=incoming
             )
             compacted = compaction_required(snapshot, probe)
             if compacted:
                 await compact(self.store, self.llm, self.preparation, snapshot)
-            if pending:
-                self.store.append(session_id, partial(promotion_events, pending))
-            if compacted or pending:
-                snapshot = self.context.select(session_id)
-            request = self.preparation.prepare(snapshot, operation="step", step=step)
             model = snapshot.agent.model.id
 
-            def started(revision: int, step: int = step, model: str = model) -> list[Event]:
-                return [StepStarted(message_id=message_id(revision + 1), step=step, model=model)]
+            def opening(
+                revision: int,
+                step: int = step,
+                model: str = model,
+                prompt: str | None = prompt,
+                pending: tuple[PendingInput, ...] = pending,
+            ) -> list[Event]:
+                """The prompt admitted, everything pending promoted, the Step opened."""
+                events: list[Event] = [] if prompt is None else admission_events(prompt, revision)
+                admitted = [*pending]
+                admitted += (
+                    PendingInput(id=e.input_id, text=e.text)
+                    for e in events
+                    if isinstance(e, InputAdmitted)
+                )
+                events += promotion_events(admitted, revision + len(events))
+                opened = message_id(revision + len(events) + 1)
+                return [*events, StepStarted(message_id=opened, step=step, model=model)]
 
-            revision = self.store.append(session_id, started)
+            revision = self.store.append(session_id, opening)
+            prompt = None
             step_message = message_id(revision)
+            # Prepared from the history the Step opened on (its open message is cut from it),
+            # at the revision before its opening, as when the Step was a write of its own.
+            snapshot = replace(self.context.select(session_id), revision=revision - 1)
+            request = self.preparation.prepare(snapshot, operation="step", step=step)
             settled = await settle_stream(
                 self.store, session_id, step_message, self.llm.stream(request)
             )

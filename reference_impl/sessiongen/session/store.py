@@ -17,11 +17,21 @@ Drain leases (`acquire_drain_lease`): one row per session being drained, naming 
 session at once and crash recovery never interrupts a Step a live process is running. The
 table is not an event projection: it is not in `dump()`, and `CREATE TABLE IF NOT EXISTS`
 adds it to a file an older version wrote when it is opened.
+
+A store that cannot write (issue 28, a full disk): every write transaction goes through
+`_transaction`, the one place a storage failure of SQLite (SQLITE_FULL "database or disk is
+full", an SQLITE_IOERR while writing, SQLITE_READONLY "attempt to write a readonly
+database") becomes `InsufficientStorage` (507), after the transaction is rolled back: a
+refused write leaves the file as it was, and the connection usable once the disk has room.
+A store that cannot open its file for writing opens it read-only (`read_only`, with
+`read_only_reason`): reads work, every write raises `InsufficientStorage` before it begins
+(see `SessionStore.__init__` for how it opens).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sqlite3
@@ -30,14 +40,15 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from urllib.parse import quote
 
 from pydantic import TypeAdapter
 
-from ..errors import SessionBusy, SessionExists, SessionNotFound
+from ..errors import InsufficientStorage, SessionBusy, SessionExists, SessionNotFound
 from ..model import (
     AssistantMessage,
     CompactionCompleted,
@@ -62,6 +73,8 @@ from ..model import (
 )
 
 EventBuilder = Callable[[int], Sequence[Event]]
+
+logger = logging.getLogger("sessiongen.store")
 
 
 @cache
@@ -232,7 +245,19 @@ def load_message(data: str) -> Message:
 
 
 class SessionStore:
-    """SQLite, WAL, event-sourced. Pass a file path or ":memory:"."""
+    """SQLite, WAL, event-sourced. Pass a file path or ":memory:".
+
+    It opens the file for writing. When that fails for want of storage (a full disk: SQLite
+    cannot size the WAL's shared-memory file; a read-only file, directory or mount) and the
+    file is a store, it opens it read-only instead: `read_only` is then True and
+    `read_only_reason` says why; reads work and every write raises `InsufficientStorage`
+    before it begins, until the store is opened again with room on its disk. Read-only is
+    `mode=ro` when SQLite can use the WAL's shared memory, else `immutable=1`, and that only
+    while the WAL is empty (the file then holds every committed change): it reads the file
+    without the WAL and without locks, so it reopens itself whenever the file or its WAL
+    changes (another process wrote, once the disk had room). Anything else that cannot be
+    opened raises SQLite's error (`sqlite3.Error`), as a new file on a full disk does.
+    """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
@@ -240,15 +265,100 @@ class SessionStore:
         self._snapshots_lock = threading.Lock()
         self.owner = uuid.uuid4().hex
         """This store's name in the drain leases it takes."""
+        self.read_only = False
+        """Whether the store was opened read-only (it could not open its file for writing):
+        every write raises `InsufficientStorage`."""
+        self.read_only_reason: str | None = None
+        """Why the store is read-only (None when it is not)."""
+        self._immutable: _FileState | None = None
+        """When opened with `immutable=1`: the file and WAL state it was opened at."""
+        self._has_leases = True
         # One connection shared by every thread that uses this store, each use under one lock:
         # sqlite3 connections are not safe to share unguarded (two threads would interleave
         # their BEGINs), and a connection per thread would give ":memory:" a database each.
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
+        self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        """The connection: for writing, else (for want of storage) read-only, else SQLite's
+        error of the attempt to open it for writing."""
+        try:
+            return self._open_writable()
+        except sqlite3.Error as error:
+            if self.path == ":memory:" or not _open_failure(error):
+                raise
+            if not os.path.isfile(self.path):  # nothing to read: a new store cannot be made
+                raise
+            db = self._open_read_only()
+            if db is None:
+                raise
+            self.read_only = True
+            self.read_only_reason = f"it cannot open its file for writing: {_described(error)}"
+            return db
+
+    def _open_writable(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.executescript(SCHEMA)
+            # SQLite opens a file it may not write (a read-only mount) read-only, and reads
+            # it through an existing WAL: only taking the write lock tells.
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("ROLLBACK")
+            except sqlite3.OperationalError as error:
+                if _code(error) == sqlite3.SQLITE_READONLY:
+                    self.read_only = True
+                    self.read_only_reason = f"its file is read-only: {_described(error)}"
+                elif _code(error) != sqlite3.SQLITE_BUSY:  # busy: another writer; writable
+                    raise
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _open_read_only(self) -> sqlite3.Connection | None:
+        """A read-only connection to the store's file, or None: `mode=ro` (SQLite reads the
+        WAL through its shared memory, which must exist or be creatable), else, only while
+        the WAL is empty, `immutable=1` (the file alone, no shared memory, no locks)."""
+        base = "file:" + quote(os.path.abspath(self.path))
+        for immutable in (False, True):
+            state = _file_state(self.path)
+            if immutable and state[1] is not None and state[1][0] > 0:
+                return None  # committed changes in the WAL: the file alone would lose them
+            uri = f"{base}?immutable=1" if immutable else f"{base}?mode=ro"
+            try:
+                db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            except sqlite3.Error:
+                continue
+            try:
+                tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master")}
+            except sqlite3.Error:
+                db.close()
+                continue
+            if not set(TABLES) <= tables:  # not a store (an empty file): nothing to serve
+                db.close()
+                return None
+            self._has_leases = "drain_leases" in tables
+            self._immutable = state if immutable else None
+            return db
+        return None
+
+    def _connection(self) -> sqlite3.Connection:
+        """The connection, for a caller holding the lock; an `immutable=1` one is reopened
+        first when the file or its WAL changed since it was opened (it would not see it)."""
+        if self._immutable is not None and _file_state(self.path) != self._immutable:
+            db = self._open_read_only()
+            if db is None:
+                raise InsufficientStorage(
+                    "the session store changed on disk while it was open read-only and cannot "
+                    "be read again until it is opened with room on its disk"
+                )
+            self._db.close()
+            self._db = db
+        return self._db
 
     def close(self) -> None:
         with self._lock:
@@ -256,14 +366,34 @@ class SessionStore:
 
     @contextmanager
     def _transaction(self, mode: str) -> Iterator[sqlite3.Connection]:
+        """One transaction, rolled back if anything fails, its COMMIT included. For a write
+        (`IMMEDIATE`), the one place a storage failure becomes `InsufficientStorage`: a
+        read-only store refuses before it begins, and SQLite's failure to write (a full
+        disk, an I/O error, a read-only file) is raised as it, the file unchanged."""
+        writing = mode != "DEFERRED"
         with self._lock:
-            self._db.execute(f"BEGIN {mode}")
+            if writing and self.read_only:
+                raise InsufficientStorage(
+                    f"the session store is read-only ({self.read_only_reason}); nothing was written"
+                )
+            db = self._connection()
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute(f"BEGIN {mode}")
+                try:
+                    yield db
+                    db.execute("COMMIT")
+                except BaseException:
+                    # SQLite may have rolled back already (a full disk at COMMIT does).
+                    if db.in_transaction:
+                        with suppress(sqlite3.Error):
+                            db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as error:
+                if writing and _storage_failure(error):
+                    raise InsufficientStorage(
+                        f"the session store cannot write: {_described(error)}; nothing was written"
+                    ) from error
                 raise
-            self._db.execute("COMMIT")
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -400,30 +530,42 @@ class SessionStore:
                 _held[key] = holds
                 return
             _held.pop(key, None)  # first: a row this store cannot delete is stale, not held
-        with self._transaction("IMMEDIATE") as db:
-            db.execute(
-                "DELETE FROM drain_leases WHERE session_id = ? AND owner = ?",
-                (session_id, self.owner),
-            )
+        try:
+            with self._transaction("IMMEDIATE") as db:
+                db.execute(
+                    "DELETE FROM drain_leases WHERE session_id = ? AND owner = ?",
+                    (session_id, self.owner),
+                )
+        except InsufficientStorage as error:
+            # The row stays, stale (no store holds it): this store takes it over at its next
+            # drain, and another process once this one ends. Never fail the drain it ends.
+            logger.warning("the drain lease of %s stays in the store: %s", session_id, error)
 
     def drain_lease(self, session_id: str) -> DrainLease | None:
         """The session's drain lease row as stored, live or stale, or None."""
+        if not self._has_leases:  # a file of an older version, opened read-only
+            return None
         with self._lock:
-            row = self._db.execute(
-                "SELECT owner, pid, host, acquired_at FROM drain_leases WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
+            row = (
+                self._connection()
+                .execute(
+                    "SELECT owner, pid, host, acquired_at FROM drain_leases WHERE session_id = ?",
+                    (session_id,),
+                )
+                .fetchone()
+            )
         return None if row is None else DrainLease(session_id, *row)
 
     # --- reads -----------------------------------------------------------------------------
 
     def exists(self, session_id: str) -> bool:
         with self._lock:
-            return _exists(self._db, session_id)
+            return _exists(self._connection(), session_id)
 
     def session_ids(self) -> list[str]:
         with self._lock:
-            return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY rowid")]
+            rows = self._connection().execute("SELECT id FROM sessions ORDER BY rowid")
+            return [r[0] for r in rows]
 
     def read(self, session_id: str) -> SessionRecord:
         """A consistent view of one session: one read transaction.
@@ -473,10 +615,14 @@ class SessionStore:
 
     def events(self, session_id: str) -> list[tuple[int, Event]]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT revision, data FROM events WHERE session_id = ? ORDER BY revision",
-                (session_id,),
-            ).fetchall()
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT revision, data FROM events WHERE session_id = ? ORDER BY revision",
+                    (session_id,),
+                )
+                .fetchall()
+            )
         return [(int(r[0]), _event_adapter().validate_json(r[1])) for r in rows]
 
     def dump(self) -> dict[str, list[tuple[object, ...]]]:
@@ -486,6 +632,64 @@ class SessionStore:
                 table: [tuple(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY 1, 2")]
                 for table in TABLES
             }
+
+
+# --- storage failures ------------------------------------------------------------------------
+
+_FileState = tuple[tuple[int, int] | None, tuple[int, int] | None]
+
+_STORAGE_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY})
+"""SQLite's primary result codes for a write its storage refused."""
+_STORAGE_MESSAGES = (
+    "database or disk is full",
+    "disk i/o error",
+    "attempt to write a readonly database",
+)
+_OPEN_CODES = _STORAGE_CODES | {sqlite3.SQLITE_CANTOPEN}
+"""... and for a file it cannot open for writing (no WAL or shared-memory file can be made
+in a read-only directory)."""
+
+
+def _code(error: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of `error` (None for an error sqlite3 did not raise)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def _storage_failure(error: sqlite3.Error) -> bool:
+    """Whether `error` is SQLite's storage refusing a write: the disk full (SQLITE_FULL,
+    also past `max_page_count`), an I/O error (SQLITE_IOERR_*), a read-only file
+    (SQLITE_READONLY_*). Known by its result code, else (an error built by hand) its
+    message."""
+    code = _code(error)
+    if code is not None:
+        return code in _STORAGE_CODES
+    return any(m in str(error).lower() for m in _STORAGE_MESSAGES)
+
+
+def _open_failure(error: sqlite3.Error) -> bool:
+    code = _code(error)
+    return _storage_failure(error) or code in _OPEN_CODES
+
+
+def _described(error: sqlite3.Error) -> str:
+    """`error`'s message with SQLite's name for it ("database or disk is full
+    (SQLITE_FULL)")."""
+    name = getattr(error, "sqlite_errorname", None)
+    return f"{error} ({name})" if isinstance(name, str) else str(error)
+
+
+def _file_state(path: str) -> _FileState:
+    """(size, mtime) of the store's file and of its WAL (None when there is none)."""
+
+    def state(name: str) -> tuple[int, int] | None:
+        try:
+            status = os.stat(name)
+        except FileNotFoundError:
+            return None
+        return status.st_size, status.st_mtime_ns
+
+    return state(path), state(path + "-wal")
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ SLOW = (
     "tests/client/test_end_to_end.py",  # real server and emulator processes
     "tests/server/test_serve.py",  # `sessiongen serve` as a process
     "tests/test_probe.py",  # probes against emulators on sockets
+    "tests/test_probe_hostile.py",  # probes against hostile servers, in processes
     "tests/test_workbench.py",  # notebooks and site builds
     "tests/test_jupyterlab.py",  # JupyterLab as a process
     "tests/test_typing.py",  # mypy over a prototype

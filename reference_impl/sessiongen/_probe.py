@@ -25,14 +25,17 @@ import os
 import re
 import secrets
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit
+from functools import partial
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, cast
+from urllib.parse import urljoin, urlsplit
 
-import httpx
+import httpx2
+import pydantic
 
 from ._bind import EMULATOR_TOKEN_ENV
 from ._choices import Provider
@@ -59,7 +62,13 @@ TTL_MARGIN = 15.0
 RETENTION_GAP = 600.0
 """The retention probe's idle gap: past the short lifetime, well inside the long one."""
 BEARER_ENV = "AWS_BEARER_TOKEN_BEDROCK"
-DETECT_TIMEOUT = 10.0
+DEFAULT_TIMEOUT = 30.0
+"""Seconds each request may take in all, connecting and reading included (`--timeout`)."""
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MIN_COUNT_RATIO = 0.5
+"""An endpoint's token count of the first request below this share of the emulator's is not
+a real tokenizer's (they differ by far less): growing the prefix by it would build a prompt
+of millions of tokens."""
 ADMIN_CLOCK = "/_emulator/clock"
 KEY_ENV: dict[Provider, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",),
@@ -351,8 +360,14 @@ class WallClock:
 
 
 def _origin(url: str) -> str:
+    """`url`'s origin, `scheme://host:port` with the default port written out, so that two
+    spellings of one origin compare equal. ValueError for a URL without one (or a bad port)."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in ("http", "https") or not host:
+        raise ValueError(f"no http(s) origin in {url[:80]!r}")
+    port = parts.port or (443 if scheme == "https" else 80)
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def check_base_url(url: str) -> str:
@@ -367,24 +382,35 @@ def check_base_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def detect_emulator(base_url: str, token: str | None) -> httpx.Client | None:
+def check_timeout(text: str) -> float:
+    """`--timeout`: a number of seconds above 0 (at most a day), or ValueError."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 86_400:  # NaN fails too
+        raise ValueError(f"must be a number of seconds above 0, got {text!r}")
+    return seconds
+
+
+def detect_emulator(base_url: str, token: str | None, guard: Guard) -> httpx2.Client | None:
     """An admin client for `base_url`'s `/_emulator` API when the endpoint is a sessiongen
     emulator (its `GET /_emulator/clock` answers a time), else None. A refused connection is
-    a `ProbeError`; so is an emulator whose admin API wants a token that is missing or wrong."""
+    a `ProbeError`; so is an emulator whose admin API wants a token that is missing or wrong,
+    and, through `guard`, a redirect to another origin or no answer within the timeout."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    client = httpx.Client(base_url=_origin(base_url), headers=headers, timeout=DETECT_TIMEOUT)
+    client = guard.http_client(base_url=_origin(base_url), headers=headers)
     try:
-        response = client.get(ADMIN_CLOCK)
-    except httpx.ConnectError as exc:
-        client.close()
+        response = guard.call(lambda: client.get(ADMIN_CLOCK))
+    except httpx2.ConnectError as exc:
         raise ProbeError(f"cannot connect to {base_url}: {_reason(exc)}") from None
-    except httpx.HTTPError as exc:
-        client.close()
+    except httpx2.HTTPError as exc:
         raise ProbeError(f"cannot reach {base_url}: {_reason(exc)}") from None
+    except ProbeError as exc:
+        raise ProbeError(f"the emulator check (GET {ADMIN_CLOCK}): {exc}") from None
     if response.status_code == 401 and "sessiongen-emulator" in response.headers.get(
         "www-authenticate", ""
     ):
-        client.close()
         raise ProbeError(
             f"{base_url} is a sessiongen emulator whose admin API wants a token "
             f"({'a wrong one was given' if token else 'none given'}): pass --emulator-token "
@@ -394,17 +420,297 @@ def detect_emulator(base_url: str, token: str | None) -> httpx.Client | None:
         is_emulator = response.status_code == 200 and isinstance(response.json()["now"], float)
     except (ValueError, KeyError, TypeError):
         is_emulator = False
-    if not is_emulator:
-        client.close()
-        return None
-    return client
+    return client if is_emulator else None
 
 
 def _reason(exc: BaseException) -> str:
     text = str(exc)
     if "refused" in text.lower():
         return "connection refused"
-    return text or type(exc).__name__
+    return _printable(text) or type(exc).__name__
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """`text` (from the endpoint, perhaps hostile) as one short line of printable ASCII."""
+    line = "".join(c if " " <= c <= "~" else "?" for c in text.strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+# --- transport safety ----------------------------------------------------------------------
+
+
+class Refused(ProbeError):
+    """A redirect (or a request) off the endpoint's origin: refused, nothing sent there."""
+
+
+class TimedOut(ProbeError):
+    """No complete answer within the timeout."""
+
+
+class Malformed(ProbeError):
+    """An answer the probe cannot read: not JSON, the wrong shape or types, cut off."""
+
+
+_T = TypeVar("_T")
+
+
+class Guard:
+    """The transport safety of every request the probe sends: its own admin requests and the
+    four SDKs' (`sdk_client` builds those, the one place that configures them).
+
+    - One origin only: the base URL's scheme, host and port (without a base URL, the SDK's own
+      endpoint, pinned at its first request). No SDK follows a redirect; one to another origin
+      ends the run with a `Refused` naming the target, and nothing, no key and no prompt, is
+      ever sent there.
+    - Time: every SDK connects and reads with a `timeout`-second limit, and every request runs
+      under a total deadline of `timeout` seconds (`call`), so an endpoint that drips its
+      answer a byte at a time cannot keep the probe alive past it either.
+    - Answers: `call` turns what an unreadable answer makes an SDK raise (a JSON error, a
+      validation error, a body cut off) into one `Malformed` line.
+    """
+
+    def __init__(self, base_url: str | None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.origin = _origin(base_url) if base_url is not None else None
+        self.timeout = timeout
+        self.answers = 0
+        """How many answers (any status) have come back so far."""
+        self._owned: list[httpx2.Client] = []
+
+    # --- the origin --------------------------------------------------------------------
+
+    def check_request(self, url: str) -> None:
+        """`Refused` unless `url` is on the origin (the first request pins it if unset)."""
+        try:
+            origin = _origin(url)
+        except ValueError:
+            origin = "an unparsable URL"
+        if self.origin is None:
+            self.origin = origin
+        elif origin != self.origin:
+            raise Refused(
+                f"refused a request to {_printable(origin)}: the probe sends only to {self.origin}"
+            )
+
+    def check_answer(self, url: str, status: int, location: str | None) -> None:
+        """`Refused` when an answer to a request for `url` redirects to another origin."""
+        self.answers += 1
+        if status not in REDIRECTS or not location:
+            return
+        try:
+            target = _origin(urljoin(url, location.strip()))
+        except ValueError:
+            target = "an unparsable location"
+        if target != (self.origin or _origin(url)):
+            raise Refused(
+                f"the endpoint redirected (HTTP {status}) to {_printable(target)}, another "
+                f"origin than {self.origin}: refused, not followed"
+            )
+
+    # --- the clients -------------------------------------------------------------------
+
+    def http_client(self, **options: Any) -> httpx2.Client:
+        """An httpx2 client that follows no redirect, checks every request and answer
+        against the origin, and connects and reads within the timeout."""
+        client = httpx2.Client(
+            timeout=httpx2.Timeout(self.timeout),
+            follow_redirects=False,
+            event_hooks={"request": [self._on_request], "response": [self._on_response]},
+            **options,
+        )
+        self._owned.append(client)
+        return client
+
+    def _on_request(self, request: httpx2.Request) -> None:
+        self.check_request(str(request.url))
+
+    def _on_response(self, response: httpx2.Response) -> None:
+        location = response.headers.get("location")
+        self.check_answer(str(response.request.url), response.status_code, location)
+
+    def sdk_client(self, provider: Provider, base_url: str | None, **credentials: Any) -> Any:
+        """`provider`'s official SDK client at `base_url` (None: its own endpoint), on this
+        guard: the Anthropic and OpenAI SDKs and google-genai send through `http_client`
+        (their own default clients follow redirects); boto3 sends through urllib3, which
+        botocore never lets follow a redirect, and its `before-send` and `before-parse`
+        events get the same origin checks. Retries are off everywhere: one request each."""
+        sdk = _import_sdk(provider)
+        if provider in ("anthropic", "openai"):
+            make = sdk.Anthropic if provider == "anthropic" else sdk.OpenAI
+            return make(
+                base_url=base_url,
+                http_client=self.http_client(),
+                timeout=httpx2.Timeout(self.timeout),
+                max_retries=0,
+                **credentials,
+            )
+        if provider == "gemini":
+            from google.genai import types
+
+            options = types.HttpOptions(
+                base_url=base_url,
+                api_version="v1beta",
+                # per request, in ms; without it google-genai sends with no timeout at all
+                timeout=max(1, round(self.timeout * 1000)),
+                retry_options=types.HttpRetryOptions(attempts=1),
+                httpx_client=self.http_client(),
+            )
+            return sdk.Client(http_options=options, **credentials)
+        from botocore.config import Config  # type: ignore[import-untyped]
+
+        config = Config(
+            connect_timeout=self.timeout,
+            read_timeout=self.timeout,
+            retries={"total_max_attempts": 1, "mode": "standard"},
+        )
+        client = sdk.client("bedrock-runtime", endpoint_url=base_url, config=config, **credentials)
+        client.meta.events.register("before-send.bedrock-runtime", self._before_send)
+        client.meta.events.register("before-parse.bedrock-runtime", self._before_parse)
+        return client
+
+    def _before_send(self, request: Any, **_: Any) -> None:
+        self.check_request(str(request.url))
+
+    def _before_parse(self, response_dict: Mapping[str, Any], **_: Any) -> None:
+        headers = response_dict.get("headers") or {}
+        status = int(response_dict.get("status_code") or 0)
+        self.check_answer(f"{self.origin}/", status, headers.get("location"))
+
+    def close(self) -> None:
+        for client in self._owned:
+            client.close()
+
+    # --- the deadline ------------------------------------------------------------------
+
+    def call(self, send: Callable[[], _T]) -> _T:
+        """`send()`, one request through an SDK or the admin client, within the total
+        deadline. It runs on a daemon thread, abandoned when the deadline passes (its socket
+        timeouts end it soon after, and the command exits without waiting for it): no
+        socket-level timeout bounds an endpoint that sends a byte a second. A refusal, a
+        timeout or an unreadable answer comes out as a one-line `ProbeError`; anything else
+        the SDK raised, as it is (for the driver's own error mapping)."""
+        outcome: list[tuple[bool, Any]] = []
+
+        def work() -> None:
+            try:
+                outcome.append((True, send()))
+            except BaseException as exc:  # handed over to the caller's thread
+                outcome.append((False, exc))
+
+        worker = threading.Thread(target=work, name="sessiongen-probe-request", daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        if not outcome:
+            raise self._timed_out()
+        done, value = outcome[0]
+        if done:
+            return cast(_T, value)
+        explained = self._explain(value)
+        if explained is None:
+            raise value
+        raise explained from None
+
+    def _timed_out(self) -> TimedOut:
+        return TimedOut(f"no complete answer within {self.timeout:g} s (--timeout)")
+
+    def _explain(self, exc: BaseException) -> ProbeError | None:
+        """The one-line error for `exc` (or what it was raised from), or None."""
+        chain: list[BaseException] = []
+        cause: BaseException | None = exc
+        while cause is not None and all(cause is not seen for seen in chain):
+            chain.append(cause)
+            cause = cause.__cause__ or cause.__context__
+        for error in chain:
+            if isinstance(error, ProbeError):  # a refusal from a hook, wrapped by the SDK
+                return error
+        timeouts, broken, unparsable = _sdk_error_types()
+        for error in chain:
+            if isinstance(error, timeouts):
+                return self._timed_out()
+            if isinstance(error, json.JSONDecodeError):
+                return Malformed(f"malformed answer: not JSON ({error.msg} at byte {error.pos})")
+            if isinstance(error, pydantic.ValidationError):
+                first = error.errors()[0] if error.error_count() else None
+                where = ".".join(str(part) for part in first["loc"]) if first else ""
+                what = f"{where or 'the answer'}: {first['msg'] if first else error.title}"
+                return Malformed(f"malformed answer: {_printable(what)}")
+            if isinstance(error, broken):
+                return Malformed(f"malformed answer: it broke off ({_reason(error)})")
+            if isinstance(error, unparsable):
+                lines = str(error).strip().splitlines() or [type(error).__name__]
+                return Malformed(f"malformed answer: {_printable(lines[0])}")
+        return None
+
+
+def _sdk_error_types() -> tuple[
+    tuple[type[BaseException], ...],
+    tuple[type[BaseException], ...],
+    tuple[type[BaseException], ...],
+]:
+    """What the HTTP stacks raise for (a timeout, a body cut off, a body botocore cannot
+    parse): httpx2's, and urllib3's and botocore's where boto3 is installed."""
+    timeouts: list[type[BaseException]] = [TimeoutError, httpx2.TimeoutException]
+    broken: list[type[BaseException]] = [httpx2.RemoteProtocolError, httpx2.DecodingError]
+    unparsable: list[type[BaseException]] = []
+    try:
+        from botocore import exceptions, parsers  # type: ignore[import-untyped]
+        from urllib3 import exceptions as urllib3_exceptions
+    except ImportError:
+        pass
+    else:
+        timeouts += [exceptions.ConnectTimeoutError, exceptions.ReadTimeoutError]
+        timeouts += [urllib3_exceptions.TimeoutError]
+        broken += [urllib3_exceptions.ProtocolError, exceptions.ConnectionClosedError]
+        unparsable += [parsers.ResponseParserError]
+    return tuple(timeouts), tuple(broken), tuple(unparsable)
+
+
+Shape: TypeAlias = type | dict[str, "Shape"] | list["Shape"]
+"""What `_read` accepts: `int` a token count, `str` a string, a dict an object with those
+fields (a name ending in `?` may be absent or null), a one-element list a list of it."""
+
+
+def _read(value: object, shape: Shape, where: str = "") -> Any:
+    """`value` (an SDK object or parsed JSON) as plain data of `shape`, or `Malformed` naming
+    the first field that is missing or of the wrong type."""
+    name = where or "the answer"
+    if isinstance(shape, dict):
+        if not isinstance(value, Mapping | pydantic.BaseModel):
+            raise Malformed(f"malformed answer: {name} is {_shown(value)}, not an object")
+        plain: dict[str, Any] = {}
+        for key, inner in shape.items():
+            field_name = key.rstrip("?")
+            path = f"{where}.{field_name}" if where else field_name
+            if isinstance(value, Mapping):
+                got = value.get(field_name)
+            else:  # an SDK's model: the Stainless SDKs keep a field of the wrong type as it is
+                got = getattr(value, field_name, None)
+            if got is None:
+                if key.endswith("?"):
+                    continue
+                raise Malformed(f"malformed answer: no {path}")
+            plain[field_name] = _read(got, inner, path)
+        return plain
+    if isinstance(shape, list):
+        if not isinstance(value, list | tuple):
+            raise Malformed(f"malformed answer: {name} is {_shown(value)}, not a list")
+        return [_read(item, shape[0], f"{name}[{i}]") for i, item in enumerate(value)]
+    if shape is int:
+        if type(value) is not int or value < 0:
+            raise Malformed(f"malformed answer: {name} is {_shown(value)}, not a token count")
+        return value
+    if not isinstance(value, shape):
+        raise Malformed(f"malformed answer: {name} is {_shown(value)}, not a {shape.__name__}")
+    return value
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, Mapping | pydantic.BaseModel):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return _printable(repr(value), 40)
 
 
 # --- one provider, through its official SDK ------------------------------------------------
@@ -449,13 +755,74 @@ def _roles(turns: Sequence[str]) -> Iterator[tuple[str, str]]:
         yield ("user" if i % 2 == 0 else "assistant"), text
 
 
-class _StainlessDriver:
+_ANTHROPIC_USAGE: Shape = {
+    "input_tokens": int,
+    "output_tokens": int,
+    "cache_read_input_tokens?": int,
+    "cache_creation_input_tokens?": int,
+    "cache_creation?": {"ephemeral_5m_input_tokens?": int, "ephemeral_1h_input_tokens?": int},
+}
+_OPENAI_USAGE: Shape = {
+    "prompt_tokens": int,
+    "completion_tokens": int,
+    "prompt_tokens_details?": {"cached_tokens?": int},
+}
+_GEMINI_USAGE: Shape = {
+    "prompt_token_count": int,
+    "cached_content_token_count?": int,
+    "candidates_token_count?": int,
+    "thoughts_token_count?": int,
+}
+_BEDROCK_USAGE: Shape = {
+    "inputTokens": int,
+    "outputTokens": int,
+    "cacheReadInputTokens?": int,
+    "cacheWriteInputTokens?": int,
+    "cacheDetails?": [{"inputTokens": int, "ttl?": str}],
+}
+"""The usage fields each driver reads, checked (`_read`) before they are used: what the
+provider documents as always there is required, every count a non-negative integer."""
+
+
+class _SDKDriver:
+    """What every driver shares: an SDK client built by its `Guard`, each request sent
+    through `_call` (the guard's deadline, then the driver's own error mapping)."""
+
+    _client: Any
+    _guard: Guard
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        yield
+
+    def _call(self, send: Callable[[], _T]) -> _T:
+        """`send()` through the guard and the driver's error mapping. Whatever else the SDK
+        raised once an answer had come back is the SDK failing on that answer (botocore's
+        parser, for one, raises a TypeError on JSON of the wrong shape): `Malformed`."""
+        answers = self._guard.answers
+        try:
+            with self._errors():
+                return self._guard.call(send)
+        except ProbeError:
+            raise
+        except Exception as exc:
+            if self._guard.answers == answers:
+                raise  # nothing came back: not the answer's fault
+            what = f"{type(exc).__name__}: {exc}"
+            raise Malformed(
+                f"malformed answer: the SDK failed on it ({_printable(what)})"
+            ) from None
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _StainlessDriver(_SDKDriver):
     """What the Anthropic and OpenAI SDKs (both generated by Stainless) share: one
-    connection error and one status error class, and a client to close."""
+    connection error and one status error class."""
 
     _api = ""
     _sdk: Any
-    _client: Any
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -467,17 +834,14 @@ class _StainlessDriver:
         except sdk.APIStatusError as exc:
             raise _status_error(exc.status_code, exc.message) from None
 
-    def close(self) -> None:
-        self._client.close()
-
 
 class AnthropicDriver(_StainlessDriver):
     _api = "Anthropic"
 
-    def __init__(self, base_url: str | None, api_key: str) -> None:
-        anthropic = _import_sdk("anthropic")
-        self._sdk = anthropic
-        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+    def __init__(self, base_url: str | None, api_key: str, guard: Guard) -> None:
+        self._sdk = _import_sdk("anthropic")
+        self._guard = guard
+        self._client = guard.sdk_client("anthropic", base_url, api_key=api_key)
 
     def _body(self, prompt: Prompt) -> dict[str, Any]:
         mark: dict[str, Any] = {"type": "ephemeral"}
@@ -501,30 +865,30 @@ class AnthropicDriver(_StainlessDriver):
     def send(self, prompt: Prompt) -> Usage:
         from .llm.anthropic_wire import usage_from_anthropic
 
-        with self._errors():
-            message = self._client.messages.create(
+        message = self._call(
+            lambda: self._client.messages.create(
                 max_tokens=0 if prompt.ping else 1, **self._body(prompt)
             )
-        return usage_from_anthropic(message.usage)
+        )
+        return usage_from_anthropic(_read(message, {"usage": _ANTHROPIC_USAGE})["usage"])
 
     def count(self, prompt: Prompt) -> int | None:
         try:
-            with self._errors():
-                counted = self._client.messages.count_tokens(**self._body(prompt))
+            counted = self._call(lambda: self._client.messages.count_tokens(**self._body(prompt)))
         except RequestFailed:
             return None
-        return int(counted.input_tokens)
+        return int(_read(counted, {"input_tokens": int})["input_tokens"])
 
 
 class OpenAIDriver(_StainlessDriver):
     _api = "OpenAI"
 
-    def __init__(self, base_url: str | None, api_key: str) -> None:
-        openai = _import_sdk("openai")
-        self._sdk = openai
+    def __init__(self, base_url: str | None, api_key: str, guard: Guard) -> None:
+        self._sdk = _import_sdk("openai")
+        self._guard = guard
         if base_url is not None and not urlsplit(base_url).path.rstrip("/").endswith("/v1"):
             base_url = f"{base_url}/v1"
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+        self._client = guard.sdk_client("openai", base_url, api_key=api_key)
 
     def send(self, prompt: Prompt) -> Usage:
         from .llm.openai_wire import usage_from_openai
@@ -534,37 +898,35 @@ class OpenAIDriver(_StainlessDriver):
         extra: dict[str, Any] = {}
         if prompt.lifetime != "default":
             extra["prompt_cache_retention"] = "24h" if prompt.lifetime == "long" else "in_memory"
-        with self._errors():
-            completion = self._client.chat.completions.create(
+        completion = self._call(
+            lambda: self._client.chat.completions.create(
                 model=prompt.model, messages=messages, max_completion_tokens=1, **extra
             )
-        return usage_from_openai(completion.usage)
+        )
+        return usage_from_openai(_read(completion, {"usage": _OPENAI_USAGE})["usage"])
 
     def count(self, prompt: Prompt) -> int | None:
         items = [{"role": role, "content": text} for role, text in _roles(prompt.turns)]
         try:
-            with self._errors():
-                counted = self._client.responses.input_tokens.count(
+            counted = self._call(
+                lambda: self._client.responses.input_tokens.count(
                     model=prompt.model, instructions=prompt.system, input=items
                 )
+            )
         except RequestFailed:
             return None
-        return int(counted.input_tokens)
+        return int(_read(counted, {"input_tokens": int})["input_tokens"])
 
 
-class GeminiDriver:
-    def __init__(self, base_url: str | None, api_key: str) -> None:
-        genai = _import_sdk("gemini")
+class GeminiDriver(_SDKDriver):
+    def __init__(self, base_url: str | None, api_key: str, guard: Guard) -> None:
+        _import_sdk("gemini")
         from google.genai import errors, types
 
         self._errors_module = errors
         self._types = types
-        options = types.HttpOptions(
-            base_url=base_url,
-            api_version="v1beta",
-            retry_options=types.HttpRetryOptions(attempts=1),
-        )
-        self._client = genai.Client(api_key=api_key, http_options=options)
+        self._guard = guard
+        self._client = guard.sdk_client("gemini", base_url, api_key=api_key)
 
     def send(self, prompt: Prompt) -> Usage:
         from .llm.gemini_wire import usage_from_gemini
@@ -575,11 +937,14 @@ class GeminiDriver:
             for role, t in _roles(prompt.turns)
         ]
         config = types.GenerateContentConfig(system_instruction=prompt.system, max_output_tokens=1)
-        with self._errors():
-            response = self._client.models.generate_content(
+        response = self._call(
+            lambda: self._client.models.generate_content(
                 model=prompt.model, contents=contents, config=config
             )
-        return usage_from_gemini(response.usage_metadata)
+        )
+        return usage_from_gemini(
+            _read(response, {"usage_metadata": _GEMINI_USAGE})["usage_metadata"]
+        )
 
     def count(self, prompt: Prompt) -> int | None:
         # The Gemini API's countTokens takes no system instruction: it goes as a first turn.
@@ -590,11 +955,12 @@ class GeminiDriver:
             for role, t in texts
         ]
         try:
-            with self._errors():
-                counted = self._client.models.count_tokens(model=prompt.model, contents=contents)
+            counted = self._call(
+                lambda: self._client.models.count_tokens(model=prompt.model, contents=contents)
+            )
         except RequestFailed:
             return None
-        return int(counted.total_tokens or 0) or None
+        return int(_read(counted, {"total_tokens": int})["total_tokens"]) or None
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -602,18 +968,16 @@ class GeminiDriver:
             yield
         except self._errors_module.APIError as exc:
             raise _status_error(int(exc.code or 0), str(exc.message or exc)) from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise ProbeError(f"cannot connect to the Gemini API: {_reason(exc)}") from None
 
-    def close(self) -> None:
-        self._client.close()
 
-
-class BedrockDriver:
-    def __init__(self, base_url: str | None, api_key: str | None, dummy: bool) -> None:
-        boto3 = _import_sdk("bedrock")
-        from botocore.config import Config  # type: ignore[import-untyped]
-
+class BedrockDriver(_SDKDriver):
+    def __init__(
+        self, base_url: str | None, api_key: str | None, dummy: bool, guard: Guard
+    ) -> None:
+        _import_sdk("bedrock")
+        self._guard = guard
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         credentials: dict[str, str] = {}
         if dummy:  # an emulator takes any credentials; boto3 wants some to sign with
@@ -624,12 +988,8 @@ class BedrockDriver:
         elif dummy:
             os.environ.pop(BEARER_ENV, None)
         try:
-            self._client = boto3.client(
-                "bedrock-runtime",
-                endpoint_url=base_url,
-                region_name=region or "us-east-1",
-                config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
-                **credentials,
+            self._client = guard.sdk_client(
+                "bedrock", base_url, region_name=region or "us-east-1", **credentials
             )
         finally:
             if saved is None:
@@ -652,26 +1012,28 @@ class BedrockDriver:
     def send(self, prompt: Prompt) -> Usage:
         from .llm.bedrock_wire import usage_from_bedrock
 
-        with self._errors():
-            response = self._client.converse(
+        response = self._call(
+            lambda: self._client.converse(
                 modelId=prompt.model, inferenceConfig={"maxTokens": 1}, **self._body(prompt)
             )
-        usage: dict[str, Any] = response["usage"]
+        )
+        usage: dict[str, Any] = _read(response, {"usage": _BEDROCK_USAGE})["usage"]
         return usage_from_bedrock(usage)
 
     def count(self, prompt: Prompt) -> int | None:
         try:
-            with self._errors():
-                counted = self._client.count_tokens(
+            counted = self._call(
+                lambda: self._client.count_tokens(
                     modelId=prompt.model, input={"converse": self._body(prompt)}
                 )
+            )
         except RequestFailed:
             return None
-        return int(counted["inputTokens"])
+        return int(_read(counted, {"inputTokens": int})["inputTokens"])
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        from botocore import exceptions  # type: ignore[import-untyped]
+        from botocore import exceptions
 
         try:
             yield
@@ -687,9 +1049,6 @@ class BedrockDriver:
             message = str(exc.response.get("Error", {}).get("Message") or exc)
             raise _status_error(status, message) from None
 
-    def close(self) -> None:
-        self._client.close()
-
 
 class RequestFailed(ProbeError):
     """One request answered with an HTTP error other than refused credentials: the probe
@@ -699,6 +1058,7 @@ class RequestFailed(ProbeError):
 def _status_error(status: int, message: str) -> ProbeError:
     first = message.strip().splitlines()[0] if message.strip() else "no message"
     first = re.sub(r"^Error code: \d+ - ", "", first)  # the openai and anthropic SDKs' prefix
+    first = _printable(first)
     if status not in (401, 403):
         return RequestFailed(f"the endpoint answered HTTP {status}: {first}")
     return ProbeError(f"the endpoint refused the credentials (HTTP {status}): {first}")
@@ -712,14 +1072,21 @@ def api_key_from_env(provider: Provider) -> str | None:
 
 
 def make_driver(
-    provider: Provider, base_url: str | None, api_key: str | None, *, emulator: bool
+    provider: Provider,
+    base_url: str | None,
+    api_key: str | None,
+    *,
+    emulator: bool,
+    guard: Guard | None = None,
 ) -> Driver:
-    """`provider`'s driver at `base_url` (None: the SDK's own default endpoint). Without
-    `api_key`, an emulator gets a placeholder (it takes any; the user's own key from the
-    environment is not sent to it) and a real endpoint the SDK's usual variables."""
+    """`provider`'s driver at `base_url` (None: the SDK's own default endpoint), its SDK
+    client on `guard` (default: a fresh one with the default timeout). Without `api_key`, an
+    emulator gets a placeholder (it takes any; the user's own key from the environment is
+    not sent to it) and a real endpoint the SDK's usual variables."""
     _import_sdk(provider)  # the install hint before any credential question
+    guard = guard if guard is not None else Guard(base_url)
     if provider == "bedrock":
-        return BedrockDriver(base_url, api_key, emulator and api_key is None)
+        return BedrockDriver(base_url, api_key, emulator and api_key is None, guard)
     if emulator:  # never the user's own key: an emulator takes any
         key: str | None = api_key or "emulator"
     else:
@@ -729,10 +1096,10 @@ def make_driver(
             f"no API key for {provider}: set {' or '.join(KEY_ENV[provider])}, or pass --api-key"
         )
     if provider == "anthropic":
-        return AnthropicDriver(base_url, key)
+        return AnthropicDriver(base_url, key, guard)
     if provider == "openai":
-        return OpenAIDriver(base_url, key)
-    return GeminiDriver(base_url, key)
+        return OpenAIDriver(base_url, key, guard)
+    return GeminiDriver(base_url, key, guard)
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -793,12 +1160,23 @@ def run_plan(
         p, s = key
         clock.until(the_plan.probes[p].steps[s].at)
         try:
-            usages[key] = driver.send(the_plan.prompts[key])
+            usages[key] = _named(the_plan, key, "", partial(driver.send, the_plan.prompts[key]))
         except RequestFailed as exc:
             if not keep_going:
                 raise
             usages[key] = str(exc)
     return usages
+
+
+def _named(the_plan: Plan, key: tuple[int, int], what: str, send: Callable[[], _T]) -> _T:
+    """`send()`, a request for the plan's step `key`, a refusal, a timeout or a malformed
+    answer's line starting with the probe and the request (`shared-prefix A: ...`)."""
+    p, s = key
+    try:
+        return send()
+    except (Refused, TimedOut, Malformed) as exc:
+        name = f"{the_plan.probes[p].name} {the_plan.probes[p].steps[s].label}{what}"
+        raise type(exc)(f"{name}: {exc}") from None
 
 
 def predict(provider: Provider, the_plan: Plan) -> dict[tuple[int, int], Usage]:
@@ -809,7 +1187,9 @@ def predict(provider: Provider, the_plan: Plan) -> dict[tuple[int, int], Usage]:
     state = EmulatorState()
     with ExitStack() as stack:
         server = stack.enter_context(BackgroundServer(state))
-        driver = make_driver(provider, server.url, None, emulator=True)
+        guard = Guard(server.url)
+        stack.callback(guard.close)
+        driver = make_driver(provider, server.url, None, emulator=True, guard=guard)
         stack.callback(driver.close)
         usages = run_plan(the_plan, driver, VirtualClock(state.clock.advance))
     return {key: usage for key, usage in usages.items() if isinstance(usage, Usage)}
@@ -857,23 +1237,27 @@ def run(
     emulator_token: str | None = None,
     out: Callable[[str], None] = print,
     run_id: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Report:
     """The whole probe: plan, predict, estimate the cost (refusing above `max_cost`), run
-    against the endpoint, compare. Prints as it goes through `out`; raises `ProbeError`."""
+    against the endpoint, compare. Prints as it goes through `out`; raises `ProbeError`.
+    Every request to the endpoint goes through one `Guard`: its origin only, `timeout`
+    seconds in all."""
     _import_sdk(provider)  # a missing SDK before anything else
     if model is None:
         model = cheapest_model(provider)
     else:
         check_model(provider, model)
     run_id = run_id or secrets.token_hex(4)
-    admin = detect_emulator(base_url, emulator_token) if base_url is not None else None
+    guard = Guard(base_url, timeout)
     with ExitStack() as stack:
+        stack.callback(guard.close)
+        admin = detect_emulator(base_url, emulator_token, guard) if base_url is not None else None
         if admin is not None:
-            stack.callback(admin.close)
-            clock: Clock = VirtualClock(lambda seconds: _advance(admin, seconds))
+            clock: Clock = VirtualClock(lambda seconds: _advance(guard, admin, seconds))
         else:
             clock = WallClock(_say)
-        driver = make_driver(provider, base_url, api_key, emulator=admin is not None)
+        driver = make_driver(provider, base_url, api_key, emulator=admin is not None, guard=guard)
         stack.callback(driver.close)
         where = base_url or "the SDK's default endpoint"
         kind = "a sessiongen emulator: waits move its clock" if admin else "waits are real sleeps"
@@ -925,10 +1309,10 @@ def run(
     return report
 
 
-def _advance(admin: httpx.Client, seconds: float) -> None:
+def _advance(guard: Guard, admin: httpx2.Client, seconds: float) -> None:
     try:
-        admin.post(ADMIN_CLOCK, json={"advance": seconds}).raise_for_status()
-    except httpx.HTTPError as exc:
+        guard.call(lambda: admin.post(ADMIN_CLOCK, json={"advance": seconds}).raise_for_status())
+    except (httpx2.HTTPError, ProbeError) as exc:
         raise ProbeError(f"cannot move the emulator's clock: {_reason(exc)}") from None
 
 
@@ -938,19 +1322,35 @@ def size(
     """The plan and its prediction, with the prefix long enough by both counts: the
     emulator's, and the endpoint's own where it has a free count endpoint. When the endpoint
     counts fewer tokens than the emulator for the first request, every prefix grows by that
-    ratio (once), so the real prompt too is just over the minimum. Returns the endpoint's
-    count of the first request too (None: it has no count endpoint)."""
+    ratio (once), so the real prompt too is just over the minimum; a count under
+    `MIN_COUNT_RATIO` of the emulator's is `Malformed`. Returns the endpoint's count of the
+    first request too (None: it has no count endpoint)."""
     the_plan = plan(model, run_id, with_ttl=with_ttl)
+    first = the_plan.order[0]
+    # the endpoint first: one that fails does so before the prediction is worked out
+    counted = _named(
+        the_plan, first, " (its token count)", lambda: driver.count(the_plan.prompts[first])
+    )
     predicted = predict(provider, the_plan)
-    counted = driver.count(the_plan.prompts[the_plan.order[0]])
     if counted is None:
         return the_plan, predicted, None
     emulated = Counts.of(predicted[the_plan.order[0]]).total
+    if counted < emulated * MIN_COUNT_RATIO:  # a prefix grown by that would never end
+        probe = the_plan.probes[first[0]]
+        label = f"{probe.name} {probe.steps[first[1]].label}"
+        raise Malformed(
+            f"{label} (its token count): malformed answer: {counted:,} input tokens for a "
+            f"prompt of {emulated:,} by the emulator's count, not a plausible count"
+        )
     if counted < emulated:
         grow = emulated / max(counted, 1) * 1.02
         the_plan = plan(model, run_id, with_ttl=with_ttl, tokens=int(the_plan.tokens * grow) + 1)
         predicted = predict(provider, the_plan)
-        counted = driver.count(the_plan.prompts[the_plan.order[0]]) or counted
+        first = the_plan.order[0]
+        recount = _named(
+            the_plan, first, " (its token count)", lambda: driver.count(the_plan.prompts[first])
+        )
+        counted = recount or counted
     return the_plan, predicted, counted
 
 

@@ -118,6 +118,16 @@ def base_url(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def probe_timeout(text: str) -> float:
+    """An argparse type: the probe's `--timeout`, seconds above 0."""
+    from ._probe import check_timeout
+
+    try:
+        return check_timeout(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def usd(text: str) -> float:
     """An argparse type: a non-negative amount of US dollars."""
     try:
@@ -335,6 +345,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     probe.add_argument(
         "--emulator-token",
         help=f"the bearer token of an emulator's admin API (default: ${EMULATOR_TOKEN_ENV})",
+    )
+    probe.add_argument(
+        "--timeout",
+        type=probe_timeout,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long each request may take in all, connecting and reading included (default 30)",
     )
     probe.add_argument(
         "--json",
@@ -603,6 +620,7 @@ def _probe(args: argparse.Namespace) -> int:
             tolerance=args.tolerance,
             emulator_token=token,
             out=lambda line: print(line, flush=True),
+            timeout=args.timeout,
         )
         if args.json is not None:
             write_json(report, args.json)

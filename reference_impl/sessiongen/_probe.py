@@ -982,8 +982,10 @@ class BedrockDriver(_SDKDriver):
         credentials: dict[str, str] = {}
         if dummy:  # an emulator takes any credentials; boto3 wants some to sign with
             credentials = {"aws_access_key_id": "probe", "aws_secret_access_key": "probe"}
-        saved = os.environ.get(BEARER_ENV)
-        if api_key is not None:  # boto3 reads a Bedrock API key only from the environment
+        # boto3 reads a Bedrock API key only from the environment, and only when it signs a
+        # request: the key stays there until `close`, then the environment is as it was.
+        self._saved_bearer = os.environ.get(BEARER_ENV)
+        if api_key is not None:
             os.environ[BEARER_ENV] = api_key
         elif dummy:
             os.environ.pop(BEARER_ENV, None)
@@ -991,11 +993,21 @@ class BedrockDriver(_SDKDriver):
             self._client = guard.sdk_client(
                 "bedrock", base_url, region_name=region or "us-east-1", **credentials
             )
+        except BaseException:
+            self._restore_bearer()
+            raise
+
+    def _restore_bearer(self) -> None:
+        if self._saved_bearer is None:
+            os.environ.pop(BEARER_ENV, None)
+        else:
+            os.environ[BEARER_ENV] = self._saved_bearer
+
+    def close(self) -> None:
+        try:
+            super().close()
         finally:
-            if saved is None:
-                os.environ.pop(BEARER_ENV, None)
-            else:
-                os.environ[BEARER_ENV] = saved
+            self._restore_bearer()
 
     def _body(self, prompt: Prompt) -> dict[str, Any]:
         point: dict[str, Any] = {"type": "default"}

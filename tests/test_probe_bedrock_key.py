@@ -1,0 +1,61 @@
+"""`emulator probe --provider bedrock --api-key KEY` against a real endpoint signs with the key.
+
+boto3 reads a Bedrock API key only from `AWS_BEARER_TOKEN_BEDROCK`, and only when it signs a
+request: the driver once restored the environment right after building the client, so every
+request failed with "no AWS credentials". No network: botocore's `before-send` hook records
+the signed request and answers it in place of the endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from sessiongen._probe import BEARER_ENV, BedrockDriver, Guard
+
+ENDPOINT = "https://bedrock-runtime.us-east-1.amazonaws.com"
+ANSWER = {
+    "output": {"message": {"role": "assistant", "content": [{"text": "x"}]}},
+    "stopReason": "end_turn",
+    "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+    "metrics": {"latencyMs": 1},
+}
+
+
+class _Raw:
+    """The body botocore streams from (`AWSResponse.raw`)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, *args: object, **kwargs: object) -> list[bytes]:
+        return [self.data]
+
+
+def test_the_api_key_signs_every_request_and_the_environment_is_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", BEARER_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    driver = BedrockDriver(ENDPOINT, "bedrock-api-key-0123456789", False, Guard(ENDPOINT))
+    sent: list[bytes | None] = []
+
+    def answer(request: object, **kwargs: object) -> AWSResponse:
+        sent.append(request.headers.get("Authorization"))  # type: ignore[attr-defined]
+        body = json.dumps(ANSWER).encode()
+        headers = {"content-type": "application/json", "content-length": str(len(body))}
+        return AWSResponse(request.url, 200, headers, _Raw(body))  # type: ignore[attr-defined]
+
+    driver._client.meta.events.register_first("before-send.bedrock-runtime.Converse", answer)
+    for _ in range(2):
+        driver._client.converse(
+            modelId="anthropic.claude-sonnet-4-6",
+            messages=[{"role": "user", "content": [{"text": "hi"}]}],
+        )
+    assert sent == [b"Bearer bedrock-api-key-0123456789"] * 2
+    driver.close()
+    assert BEARER_ENV not in os.environ

@@ -12,7 +12,7 @@ import json
 import os
 
 import pytest
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSResponse  # type: ignore[import-untyped]
 from sessiongen._probe import BEARER_ENV, BedrockDriver, Guard
 
 ENDPOINT = "https://bedrock-runtime.us-east-1.amazonaws.com"

@@ -47,7 +47,14 @@ from pydantic import (
 )
 
 from .segments import SegmentChain
-from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest, unix_micros
+from .traces import (
+    RecordedUsage,
+    Trace,
+    TraceFormatError,
+    TraceRequest,
+    trace_lines,
+    unix_micros,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -180,15 +187,12 @@ def load_events(path: Path, name: str | None = None) -> Trace:
 
 
 def _jsonl_lines(path: Path) -> Iterator[tuple[int, EventLine]]:
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                line = EventLine.model_validate_json(raw)
-            except ValidationError as error:
-                raise TraceFormatError.invalid(path, error, number) from None
-            yield number, line
+    for number, raw in trace_lines(path):
+        try:
+            line = EventLine.model_validate_json(raw)
+        except ValidationError as error:
+            raise TraceFormatError.invalid(path, error, number) from None
+        yield number, line
 
 
 def _trace(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from .._choices import TRACE_FORMATS
 from .._choices import TraceFormat as TraceFormat
+from . import bounded_json
 from .events import load_events
 from .mooncake import load_mooncake
 from .traces import Trace, TraceFormatError
@@ -77,8 +77,8 @@ def guess_format(path: Path) -> TraceFormat | None:
         return None
     first = head.split(b"\n", 1)[0].strip()
     try:
-        record = json.loads(first)
-    except ValueError:
+        record = bounded_json.parse(first)
+    except bounded_json.JSONProblem:
         return "opencode" if head.lstrip().startswith(b"{") else None
     if not isinstance(record, dict):
         return None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .traces import Trace, TraceFormatError, TraceRequest
+from .traces import Trace, TraceFormatError, TraceRequest, trace_lines
 
 BLOCK_TOKENS = 512
 
@@ -105,14 +105,11 @@ def load_mooncake(path: Path, name: str | None = None, *, aligned: bool = True) 
     reads. Raises TraceFormatError
     naming the line of a malformed line."""
     lines: list[_Line] = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                lines.append(_Line.model_validate_json(raw))
-            except ValidationError as error:
-                raise TraceFormatError.invalid(path, error, number) from None
+    for number, raw in trace_lines(path):
+        try:
+            lines.append(_Line.model_validate_json(raw))
+        except ValidationError as error:
+            raise TraceFormatError.invalid(path, error, number) from None
     lines.sort(key=lambda line: line.timestamp)  # stable: equal times keep file order
     sessions = infer_sessions([line.hash_ids for line in lines])
     requests = tuple(

@@ -229,6 +229,15 @@ its later ones), or by the gap before it (first, a quick follow-up, a slow one).
 _REFRESH_SECONDS = 30.0  # how stale a depth's table may get before it is recomputed
 
 
+MAX_COUNT = 2**53
+"""The largest count a saved policy may hold: every count up to it is exact as a float, which
+the life tables compute in; a larger one is no count of requests (10**400 overflowed them)."""
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
 class Learned(_Base):
     """Online expected-cost policy. For each turn depth (`_DEPTHS` groups: a session's first
     request, and its later ones) it keeps a life table of the gap from
@@ -332,10 +341,8 @@ class Learned(_Base):
             table = state[key]
             if len(table) != shape[0] or any(len(row) != shape[1] for row in table):
                 raise ValueError(f"learned.{key}: expected {shape[0]} rows of {shape[1]} counts")
-            if any(
-                not isinstance(v, int) or isinstance(v, bool) or v < 0 for row in table for v in row
-            ):
-                raise ValueError(f"learned.{key}: counts must be whole numbers >= 0")
+            if any(not _is_count(v) for row in table for v in row):
+                raise ValueError(f"learned.{key}: counts must be whole numbers, 0 to 2**53")
         self._fitted_done = [list(row) for row in state["done"]]
         self._fitted_closed = [list(row) for row in state["closed"]]
         self.reset()
@@ -717,8 +724,8 @@ class Tracking(_Base):
             raise ValueError(f"tracking.costs: expected {len(self.experts)} costs >= 0")
         seen, min_history = state["seen"], state["min_history"]
         for key, value in (("seen", seen), ("min_history", min_history)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"tracking.{key}: a whole number >= 0, got {value!r}")
+            if not _is_count(value):
+                raise ValueError(f"tracking.{key}: a whole number, 0 to 2**53, got {value!r}")
         margin = float(state["margin"])
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"tracking.margin: in [0, 1), got {margin!r}")

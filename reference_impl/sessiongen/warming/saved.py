@@ -10,9 +10,11 @@ is what the experiment measured on the held-back part.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from . import bounded_json
 from .policies import Learned, Tracking
 
 FORMAT = "sessiongen-warming-policy"
@@ -45,22 +47,36 @@ def policy_document(policy: SavedPolicy) -> dict[str, Any]:
 
 
 def save_policy(policy: SavedPolicy, path: str | Path) -> Path:
-    """Write `policy`'s fitted state to `path` (JSON); returns the path."""
+    """Write `policy`'s fitted state to `path` (JSON); returns the path. The file is written
+    whole beside it and then renamed over it, so `path` is either the old file or the new one,
+    never a half-written policy that `serve --warming-policy` would refuse."""
     target = Path(path).expanduser()
-    target.write_text(json.dumps(policy_document(policy), indent=1) + "\n", encoding="utf-8")
+    text = json.dumps(policy_document(policy), indent=1) + "\n"
+    scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        scratch.write_text(text, encoding="utf-8")
+        scratch.replace(target)
+    finally:
+        scratch.unlink(missing_ok=True)
     return target
 
 
+MAX_POLICY_BYTES = 16 * 1024 * 1024
+"""A saved policy is a few KB; a larger file is not one."""
+
+
 def load_policy(path: str | Path) -> SavedPolicy:
-    """The policy saved at `path`, fitted as it was saved. Raises PolicyFileError for a file
-    that is not a saved policy of this version (with what is wrong), OSError when it cannot
-    be read."""
+    """The policy saved at `path`, fitted as it was saved. Raises PolicyFileError, one line
+    naming the file, for anything that is not a saved policy of this version (bad bytes,
+    nesting, numbers out of range, a wrong shape: what is wrong), OSError when it cannot be
+    read. Nothing is loaded unless all of it is valid."""
     source = Path(path).expanduser()
-    text = source.read_text(encoding="utf-8")
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PolicyFileError(source, f"not JSON ({exc.msg}, line {exc.lineno})") from None
+        document = bounded_json.parse(bounded_json.read_file(source, MAX_POLICY_BYTES))
+    except IsADirectoryError:
+        raise PolicyFileError(source, "a directory, not a saved policy") from None
+    except bounded_json.JSONProblem as problem:
+        raise PolicyFileError(source, str(problem)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise PolicyFileError(source, f'not a saved warming policy (no "format": "{FORMAT}")')
     if document.get("version") != VERSION:
@@ -77,7 +93,7 @@ def load_policy(path: str | Path) -> SavedPolicy:
             return Learned(model, split=document.get("split", "depth")).load_state(
                 document["state"]
             )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise PolicyFileError(source, f"state: {detail}") from None
     raise PolicyFileError(source, f"policy: {kind!r} is not a saved kind (tracking, learned)")

@@ -7,7 +7,7 @@ a prompt cache can reuse. Every importer and the generator produce this one shap
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +16,7 @@ from typing import Self
 from pydantic import ValidationError
 
 from ..cache import MAX_BREAKPOINTS, TTL
+from . import bounded_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +206,15 @@ def unix_micros(moment: datetime | float) -> int:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def trace_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a JSON Lines trace, numbered from 1, each at most
+    `bounded_json.MAX_LINE_BYTES` (a longer one is a TraceFormatError naming it)."""
+    try:
+        yield from bounded_json.lines(path)
+    except bounded_json.LineProblem as problem:
+        raise TraceFormatError(path, str(problem), problem.line) from None
 
 
 class TraceFormatError(ValueError):

@@ -18,7 +18,6 @@ docs/traces.md lists what is read and what is inferred.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..cache import TTL, TTL_SECONDS
+from . import bounded_json
 from .segments import SegmentChain
 from .traces import (
     RecordedUsage,
@@ -35,6 +35,7 @@ from .traces import (
     TraceFormatError,
     TraceRequest,
     WarmEntry,
+    trace_lines,
     unix_micros,
 )
 
@@ -415,17 +416,14 @@ class _SidechainRoots:
 
 
 def _json_lines(file: Path) -> Iterator[tuple[int, dict[str, object]]]:
-    with file.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise TraceFormatError(file, f"not JSON: {error.msg}", number) from None
-            if not isinstance(record, dict):
-                raise TraceFormatError(file, "not a JSON object", number)
-            yield number, record
+    for number, raw in trace_lines(file):
+        try:
+            record = bounded_json.parse(raw)
+        except bounded_json.JSONProblem as problem:
+            raise TraceFormatError(file, str(problem), number) from None
+        if not isinstance(record, dict):
+            raise TraceFormatError(file, "not a JSON object", number)
+        yield number, record
 
 
 # --- opencode: `opencode export <sessionID>` -------------------------------------------------
@@ -584,7 +582,9 @@ def load_opencode(path: Path, name: str | None = None) -> Trace:
     seen: set[tuple[str, int]] = set()
     for file in _files(path, ".json"):
         try:
-            export = _OpencodeExport.model_validate_json(file.read_bytes())
+            export = _OpencodeExport.model_validate_json(bounded_json.read_file(file))
+        except bounded_json.JSONProblem as problem:
+            raise TraceFormatError(file, str(problem)) from None
         except ValidationError as error:
             raise TraceFormatError.invalid(file, error) from None
         session = export.info.id

@@ -7,7 +7,8 @@ then prints that JSON, the page's figures table and the fault matrix (faults x p
 figures are the tests' own counts, recorded after their assertions, so they exist only if
 the tests passed.
 
-Run: uv run python benchmarks/reliability_figures.py [--long] [--out FILE]
+Run: uv run python benchmarks/reliability_figures.py [--long] [--hostile] [--out FILE]
+`--hostile` runs only the hostile-input tests (issue 28) and prints their table.
 `--long` sets SESSIONGEN_LONG=1 (200 crash runs, 10,000 HTTP fuzz cases, 1,000 soak turns,
 5,000 emulator fuzz examples; many minutes, not a few).
 """
@@ -26,25 +27,37 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = (
-    "test_concurrency.py",
-    "test_crash.py",
-    "test_fuzz_http.py",
-    "test_fault_matrix.py",
-    "test_soak.py",
-    "test_fuzz_emulator.py",
+    "reliability/test_concurrency.py",
+    "reliability/test_crash.py",
+    "reliability/test_fuzz_http.py",
+    "reliability/test_fault_matrix.py",
+    "reliability/test_soak.py",
+    "reliability/test_fuzz_emulator.py",
 )
+HOSTILE = (
+    "reliability/test_hostile_tools.py",
+    "test_probe_hostile.py",
+    "emulator/test_hostile_bodies.py",
+    "reliability/test_disk_full.py",
+    "server/test_secrets.py",
+    "warming/test_hostile_files.py",
+)
+"""The hostile-input tests (issue 28): a prompt-injected model, a malicious endpoint, huge
+bodies, a full disk, bad files. Each records its figures under "hostile"."""
 PATHS = ("generate", "drain", "drain-retrying")
 """The fault matrix's columns: generate on a retrying client, a durable turn with SDK retries
 off, the same with SDK retries on."""
 
 
-def run(out: Path, *, long: bool = False) -> dict[str, Any]:
+def run(
+    out: Path, *, long: bool = False, files: tuple[str, ...] = FILES + HOSTILE
+) -> dict[str, Any]:
     """Run the tests with figures written to `out`; returns the figures."""
     out.unlink(missing_ok=True)
     env = {**os.environ, "SESSIONGEN_RELIABILITY_FIGURES": str(out)}
     if long:
         env["SESSIONGEN_LONG"] = "1"
-    paths = [str(ROOT / "tests" / "reliability" / name) for name in FILES]
+    paths = [str(ROOT / "tests" / name) for name in files]
     # one process: the tests write their figures into one file
     command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", *paths]
     subprocess.run(command, env=env, cwd=ROOT, check=True)
@@ -172,23 +185,39 @@ def matrix_table(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def hostile_table(figures: dict[str, Any]) -> str:
+    """The hostile inputs: one row per figure a hostile-input test recorded, by case."""
+    lines = ["| Case | Figure | Value |", "|---|---|---:|"]
+    for case, measured in sorted(figures.get("hostile", {}).items()):
+        for name, value in measured.items():
+            lines.append(f"| {case} | {name} | {_value(value)} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--long", action="store_true", help="SESSIONGEN_LONG=1")
     parser.add_argument("--out", type=Path, help="keep the figures' JSON here")
+    parser.add_argument(
+        "--hostile", action="store_true", help="only the hostile-input tests and their table"
+    )
     args = parser.parse_args()
+    files = HOSTILE if args.hostile else FILES + HOSTILE
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch) / "figures.json"
-        figures = run(out, long=args.long)
+        figures = run(out, long=args.long, files=files)
     elapsed = time.monotonic() - started
     print(json.dumps(figures, indent=2, sort_keys=True))
+    if not args.hostile:
+        print()
+        print(table(figures))
+        print()
+        print(matrix_table(figures))
     print()
-    print(table(figures))
+    print(hostile_table(figures))
     print()
-    print(matrix_table(figures))
-    print()
-    print(f"{len(FILES)} test files in {elapsed:.0f} s")
+    print(f"{len(files)} test files in {elapsed:.0f} s")
     return 0
 
 

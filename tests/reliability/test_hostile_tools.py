@@ -14,16 +14,13 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
-from sessiongen.emulator import EmulatorState, ScriptedResponse, ScriptedToolCall, create_app
-from sessiongen.emulator.server import free_port
+from sessiongen.emulator import BackgroundServer, ScriptedResponse, ScriptedToolCall
 
 from ._figures import record
 from ._servers import Worker, serve_command, wait_healthy
@@ -46,36 +43,6 @@ EXPECTED = {
     "zero": "PathOutsideWorkspace",
     "outside": "PathOutsideWorkspace",
 }
-
-
-class ScriptEmulator:
-    """The emulator on loopback (uvicorn on a daemon thread), answering from its script."""
-
-    def __init__(self) -> None:
-        self.state = EmulatorState()
-        self.port = free_port()
-        config = uvicorn.Config(
-            create_app(self.state), host="127.0.0.1", port=self.port, log_level="warning",
-            lifespan="off", access_log=False,
-        )  # fmt: skip
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="emulator", daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> ScriptEmulator:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the emulator never started"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 def _hostile_workspace(root: Path, outside: Path) -> Path:
@@ -117,11 +84,11 @@ def _bytes_read(pid: int) -> int:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Worker, ScriptEmulator, Path]]:
+def server(tmp_path: Path) -> Iterator[tuple[Worker, BackgroundServer, Path]]:
     workspace = _hostile_workspace(tmp_path, tmp_path / "outside")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    with ScriptEmulator() as emulator:
+    with BackgroundServer() as emulator:
         env = {
             **os.environ,
             "ANTHROPIC_API_KEY": "hostile-test-key",
@@ -150,7 +117,7 @@ def _check(results: dict[str, tuple[bool, str]]) -> None:
 
 @pytest.mark.clause("SG-TOOLS-4")
 def test_a_hostile_model_in_a_durable_turn_and_in_policy_d(
-    server: tuple[Worker, ScriptEmulator, Path],
+    server: tuple[Worker, BackgroundServer, Path],
 ) -> None:
     worker, emulator, scratch = server
     emulator.state.queue_responses(

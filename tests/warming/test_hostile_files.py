@@ -7,8 +7,6 @@ line), never a UnicodeDecodeError, RecursionError, ValueError or OverflowError f
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from sessiongen.warming.saved import (
 from sessiongen.warming.traces import TraceFormatError
 
 from tests.reliability._figures import record
+from tests.test_cli import _cli
 
 FORMATS = ("events", "mooncake", "claude-code", "opencode")
 DEEP = 200_000
@@ -174,15 +173,6 @@ def test_a_policy_is_saved_whole_or_not_at_all(
 
 
 # Through the commands, as a user meets them.
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sessiongen.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize("case", ["nested 200k deep", "done 10**400", "bad UTF-8"])

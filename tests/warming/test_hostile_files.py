@@ -7,6 +7,7 @@ line), never a UnicodeDecodeError, RecursionError, ValueError or OverflowError f
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,18 @@ def test_an_opencode_export_over_the_bound_is_refused(
     with pytest.raises(TraceFormatError) as raised:
         load_trace(path, "opencode")
     assert _one_line(raised.value, path) == f"{path}: larger than 1,024 bytes"
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_a_named_pipe_or_a_device_is_refused_before_it_is_read(format: str, tmp_path: Path) -> None:
+    """A FIFO would block the loader for ever, /dev/zero never end."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for path in (pipe, Path("/dev/zero")):
+        with pytest.raises(TraceFormatError, match="not a regular file"):
+            load_trace(path, format)  # type: ignore[arg-type]
+        with pytest.raises(PolicyFileError, match="not a regular file"):
+            load_policy(path)
 
 
 # Saved warming policies.

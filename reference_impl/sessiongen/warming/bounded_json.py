@@ -57,6 +57,8 @@ def read_file(path: Path, limit: int | None = None) -> bytes:
     `MAX_FILE_BYTES`); never reads more than `limit + 1` bytes. OSError (a missing file, no
     permission) passes through."""
     limit = MAX_FILE_BYTES if limit is None else limit
+    if path.exists() and not path.is_file():  # a pipe would block, a device never end
+        raise JSONProblem("not a regular file")
     with path.open("rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:

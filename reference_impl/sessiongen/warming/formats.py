@@ -43,6 +43,8 @@ def load_trace(path: str | Path, format: TraceFormat, name: str | None = None) -
     path = Path(path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"no {format} trace at {path}: the path does not exist")
+    if not path.is_dir() and not path.is_file():  # a pipe or a device would block or never end
+        raise TraceFormatError(path, "not a regular file or a directory")
     if path.is_dir() and format not in _DIRECTORY_FORMATS:
         raise IsADirectoryError(
             f"{path} is a directory; {article(format)} {format} trace is one file"

@@ -73,8 +73,6 @@ def load_policy(path: str | Path) -> SavedPolicy:
     source = Path(path).expanduser()
     try:
         document = bounded_json.parse(bounded_json.read_file(source, MAX_POLICY_BYTES))
-    except IsADirectoryError:
-        raise PolicyFileError(source, "a directory, not a saved policy") from None
     except bounded_json.JSONProblem as problem:
         raise PolicyFileError(source, str(problem)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:

@@ -308,11 +308,12 @@ def conversation(http: httpx.Client, session: str) -> list[tuple[str, str]]:
     ]
 
 
+@pytest.mark.clause("SG-INV-1")
 def test_serve_on_a_full_disk_refuses_writes_with_507_and_changes_nothing(
     tmpfs: Tmpfs, tmp_path: Path
 ) -> None:
     log = tmp_path / "serve.log"
-    refused_prompts = refused_writes = reads_full = reads_restarted = 0
+    refused_prompts = refused_writes = reads_full = reads_restarted = generates_full = 0
     server = start_server(tmpfs, log)
     try:
         with httpx.Client(base_url=server.url, timeout=60) as http:
@@ -333,6 +334,10 @@ def test_serve_on_a_full_disk_refuses_writes_with_507_and_changes_nothing(
             for path in ("", "/messages"):
                 assert http.get(f"/api/session/{session}{path}").status_code == 200
                 reads_full += 1
+            # session.generate writes nothing (SG-INV-1): it answers on a full disk.
+            generated = http.post(f"/api/session/{session}/generate", json={"prompt": "Recap?"})
+            assert generated.status_code == 200, generated.text
+            generates_full = 1
             assert tmpfs.sql_dump("s.db") == before  # byte-identical: nothing of any refused write
             revision = http.get(f"/api/session/{session}").json()["revision"]
             tmpfs.free()
@@ -366,6 +371,10 @@ def test_serve_on_a_full_disk_refuses_writes_with_507_and_changes_nothing(
             refused_prompts += 1
             assert http.get(f"/api/session/{session}").json() == view.json()
             reads_restarted += 1
+            generated = http.post(f"/api/session/{session}/generate", json={"prompt": "Recap?"})
+            assert generated.status_code == 200, generated.text
+            assert generated.json()["revision"] == view.json()["revision"]
+            generates_full += 1
     finally:
         assert server.stop() == 0, log.read_text()
     said = log.read_text()[start:]
@@ -382,6 +391,7 @@ def test_serve_on_a_full_disk_refuses_writes_with_507_and_changes_nothing(
                 "reads served on the full disk": reads_full,
                 "reads served after restart (read-only)": reads_restarted,
                 "copies of the retried prompt": 1,
+                "generates answered on the full disk": generates_full,
             }
         },
     )

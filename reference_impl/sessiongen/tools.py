@@ -210,16 +210,31 @@ class ToolCallScope:
         return sorted(found)
 
     def write_text(self, path: Path, content: str) -> None:
-        if os.path.lexists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        """Replace the file whole: the new text is written beside it and renamed over it,
+        so a full disk or a stuck call leaves the old file as it was, never cut short."""
+        existing = os.stat(path) if os.path.lexists(path) else None
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
             raise NotARegularFile(f"{self.relative(path)!r} is not a regular file")
         written = self.workspace._written
         if written is not None:
             written[path] = content
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NONBLOCK | _NOFOLLOW | _CLOEXEC
-        with self._checked(os.open(path, flags, 0o644), path, "w") as file:
-            file.write(content.encode("utf-8"))
+        scratch = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+        mode = 0o644 if existing is None else stat.S_IMODE(existing.st_mode)
+        try:
+            fd = os.open(scratch, flags, mode)
+            try:
+                left = memoryview(content.encode("utf-8"))
+                while left:
+                    self.check_time()
+                    left = left[os.write(fd, left[:_CHUNK]) :]
+            finally:
+                os.close(fd)
+            os.replace(scratch, path)
+        finally:
+            scratch.unlink(missing_ok=True)
 
     def _open(self, path: Path) -> Any:
         """`path` (a listed link included) opened for reading if it resolves to a regular

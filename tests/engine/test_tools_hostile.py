@@ -20,6 +20,7 @@ from sessiongen import (
     InvalidToolArguments,
     NotARegularFile,
     PathOutsideWorkspace,
+    ToolExecutionFailed,
     ToolsPolicy,
     ToolTimedOut,
 )
@@ -345,3 +346,30 @@ def test_the_isolated_view_refuses_what_the_durable_one_refuses(
         with pytest.raises(NotARegularFile):
             BUILTIN_TOOLS["write_file"].execute(view, {"path": "src", "content": "x"})
     assert (tmp_path / "secret.txt").read_text() == "secret"
+
+
+@pytest.mark.clause("SG-TOOLS-4")
+def test_a_write_that_fails_halfway_leaves_the_old_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write_file replaces a file whole: a disk that fills during the write (here, a write
+    that raises ENOSPC after half the bytes) leaves the old text and no scratch file."""
+    target = workspace / "src" / "app.py"
+    before = target.read_bytes()
+    before_mode = target.stat().st_mode
+    real_write = os.write
+
+    def fill_halfway(fd: int, data: Any) -> int:
+        real_write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", fill_halfway)
+    with pytest.raises(ToolExecutionFailed, match="No space left"):
+        BUILTIN_TOOLS["write_file"].execute(
+            workspace, {"path": "src/app.py", "content": "x = 1\n" * 10_000}
+        )
+    monkeypatch.undo()
+    assert target.read_bytes() == before and target.stat().st_mode == before_mode
+    assert sorted(p.name for p in target.parent.iterdir()) == ["app.py", "util.py"]
+    BUILTIN_TOOLS["write_file"].execute(workspace, {"path": "src/app.py", "content": "new\n"})
+    assert target.read_text() == "new\n" and target.stat().st_mode == before_mode

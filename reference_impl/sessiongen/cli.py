@@ -128,6 +128,22 @@ def probe_timeout(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def model_alias(text: str) -> tuple[str, str]:
+    """An argparse type: `NAME=ID`, ID a catalogued model and NAME not one."""
+    from .cache import UnknownModel, get_model, is_known_model
+
+    name, _, model = text.partition("=")
+    if not name or not model:
+        raise argparse.ArgumentTypeError(f"must be NAME=ID, got {text!r}")
+    if is_known_model(name):
+        raise argparse.ArgumentTypeError(f"{name!r} is a catalogued model already")
+    try:
+        get_model(model)
+    except UnknownModel:
+        raise argparse.ArgumentTypeError(f"{model!r} is not a catalogued model") from None
+    return name, model
+
+
 def usd(text: str) -> float:
     """An argparse type: a non-negative amount of US dollars."""
     try:
@@ -266,6 +282,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=256 * 1024 * 1024,
         help="bytes the log's entries may hold, oldest dropped first and counted (default "
         "268435456, 256 MiB; 0 for no byte bound)",
+    )
+    emulator.add_argument(
+        "--alias",
+        action="append",
+        default=[],
+        type=model_alias,
+        metavar="NAME=ID",
+        help="answer model NAME as the catalogued model ID (its facts, caching and prices); "
+        "for a client's model the catalog does not know yet (repeatable)",
     )
     emulator.add_argument(
         "--cache-entries",
@@ -583,6 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "log_bytes",
                 "max_body_bytes",
                 "cache_entries",
+                "alias",
             )  # fmt: skip
             if getattr(args, dest) != emulator.get_default(dest)
         ]
@@ -601,6 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_bytes=args.log_bytes,
         max_body_bytes=args.max_body_bytes,
         cache_entries=args.cache_entries,
+        aliases=args.alias,
     )
 
 
@@ -644,20 +671,28 @@ def _emulator(
     log_bytes: int | None,
     max_body_bytes: int | None,
     cache_entries: int | None,
+    aliases: Sequence[tuple[str, str]] = (),
 ) -> int:
     """`sessiongen emulator`: an unprotected public bind is refused (exit 2) before anything
-    is bound, a host that cannot be bound is exit 1, then serve until interrupted."""
+    is bound, a host that cannot be bound is exit 1, then serve until interrupted, with each
+    alias answered as its model."""
+    from contextlib import ExitStack
+
     from ._bind import InsecureBind
+    from .cache import alias_model
     from .emulator import EmulatorState, serve
 
     try:
-        state = EmulatorState(
-            log_capacity=capacity,
-            log_bytes=log_bytes,
-            max_body_bytes=max_body_bytes,
-            cache_entries=cache_entries,
-        )
-        serve(host=host, port=port, state=state, token=token)
+        with ExitStack() as names:
+            for alias, model in aliases:
+                names.enter_context(alias_model(alias, model))
+            state = EmulatorState(
+                log_capacity=capacity,
+                log_bytes=log_bytes,
+                max_body_bytes=max_body_bytes,
+                cache_entries=cache_entries,
+            )
+            serve(host=host, port=port, state=state, token=token)
     except InsecureBind as exc:
         parser.error(str(exc))
     except OSError as exc:  # serve checks the address before it serves, so this is binding

@@ -181,15 +181,15 @@ async def test_forced_tool_choice_with_thinking_is_rejected(emu: Emu) -> None:
 
 
 async def test_unknown_model_is_not_found(emu: Emu) -> None:
-    """Unknown model -> 404 not_found_error, body "model: <id>" (AD:api/errors)."""
+    """Unknown model -> 404 not_found_error, body "model: <id>" (AD:api/errors), to which
+    the emulator adds the nearest known ids (tests/emulator/test_model_aliases.py)."""
     with pytest.raises(anthropic.NotFoundError) as info:
         await emu.create(model="claude-nonexistent-9", messages=[user(text_block(5, "q"))])
     assert info.value.status_code == 404
     assert isinstance(info.value.body, dict)
-    assert info.value.body["error"] == {
-        "type": "not_found_error",
-        "message": "model: claude-nonexistent-9",
-    }
+    error = info.value.body["error"]
+    assert error["type"] == "not_found_error"
+    assert error["message"].startswith("model: claude-nonexistent-9 [emulator: nearest known: ")
     assert info.value.request_id == info.value.body["request_id"]
 
 

@@ -3,6 +3,7 @@
 from .catalog import (
     ModelInfo,
     UnknownModel,
+    alias_model,
     get_model,
     is_known_model,
     list_models,
@@ -53,6 +54,7 @@ __all__ = [
     "PreparedRequest",
     "Price",
     "UnknownModel",
+    "alias_model",
     "check_breakpoints",
     "cost",
     "cost_breakdown",

@@ -5,6 +5,7 @@ mid-conversation system messages) loaded from `models.json` (Anthropic's models)
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -170,6 +171,39 @@ def override_model(model: str, **changes: Any) -> Iterator[ModelInfo]:
     finally:
         for name in names:
             table[name] = original
+
+
+@contextmanager
+def alias_model(alias: str, model: str) -> Iterator[ModelInfo]:
+    """Answer `alias` with a catalogued model's facts inside a `with` block (a client's model
+    id the catalog does not know yet, served as the nearest known one); yields those facts.
+    An id the catalog already knows cannot be an alias (`ValueError`)."""
+    info = get_model(model)
+    table = _catalog()
+    if alias in table:
+        raise ValueError(f"{alias!r} is a catalogued model, not a new name")
+    table[alias] = info
+    try:
+        yield info
+    finally:
+        del table[alias]
+
+
+def nearest_models(model: str, provider: str, count: int = 3) -> list[str]:
+    """The catalogued ids of `provider` (not retired) most like `model`, nearest first: what
+    an unknown-model answer suggests."""
+    known = [m.id for m in list_models() if m.provider == provider and m.retired is None]
+    return difflib.get_close_matches(model, known, n=count, cutoff=0.0)
+
+
+def unknown_model_hint(model: str, provider: str) -> str:
+    """The emulator's addition to a provider's unknown-model message (the provider's own
+    wording comes first, unchanged): the nearest known ids and how to alias one."""
+    nearest = ", ".join(nearest_models(model, provider))
+    return (
+        f" [emulator: nearest known: {nearest}; serve it as one of them with "
+        f"`sessiongen emulator --alias {model}=<id>`]"
+    )
 
 
 def is_known_model(model: str) -> bool:

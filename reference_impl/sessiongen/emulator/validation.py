@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
-from ..cache.catalog import UnknownModel, get_model
+from ..cache.catalog import UnknownModel, get_model, unknown_model_hint
 from ..cache.prefix import is_server_tool_result
 from ..tokens import (
     compaction_trigger,
@@ -59,7 +59,9 @@ def _model(body: Mapping[str, Any]) -> ModelInfo:
     except UnknownModel:
         info = None
     if info is None or info.retired is not None:
-        raise APIError(404, f"model: {body['model']}", "not_found_error")
+        name = str(body["model"])
+        hint = unknown_model_hint(name, "anthropic") if info is None else ""
+        raise APIError(404, f"model: {name}{hint}", "not_found_error")
     return info
 
 

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...cache import CacheUsage
-from ...cache.catalog import UnknownModel, get_model
+from ...cache.catalog import UnknownModel, get_model, unknown_model_hint
 from ...llm.bedrock_wire import CODE_FOR_STATUS
 from ..boundary import CONVERSE, first_error
 from ..errors import APIError
@@ -384,9 +384,9 @@ async def handle(state: EmulatorState, request: Request, model_id: str, stream: 
         try:
             info = get_model(model_id)
         except UnknownModel:
-            raise _invalid(INVALID_MODEL) from None
-        if info.provider != PROVIDER:
-            raise _invalid(INVALID_MODEL)
+            info = None
+        if info is None or info.provider != PROVIDER:
+            raise _invalid(INVALID_MODEL + unknown_model_hint(model_id, PROVIDER))
         messages_body = to_messages_body(model_id, body)
         try:
             # Claude on Bedrock is the same model: the tool-use system prompt counts alike

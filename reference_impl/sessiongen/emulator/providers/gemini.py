@@ -40,7 +40,7 @@ from pydantic import TypeAdapter
 from starlette.types import Receive, Scope, Send
 
 from ...cache import FlatBlock, ImplicitRule
-from ...cache.catalog import ModelInfo, UnknownModel, get_model
+from ...cache.catalog import ModelInfo, UnknownModel, get_model, unknown_model_hint
 from ...llm.gemini_wire import ERROR_STATUSES, camel_case_body
 from ...tokens import canonical_json, gemini_positions
 from ..boundary import CACHED_CONTENT, GENERATE, first_error
@@ -111,7 +111,7 @@ def _model(name: str) -> ModelInfo:
         raise GeminiError(
             404,
             f"models/{name} is not found for API version v1beta, or is not supported for "
-            "generateContent.",  # wording UNCONFIRMED
+            "generateContent." + unknown_model_hint(name, PROVIDER),  # wording UNCONFIRMED
         )
     return info
 

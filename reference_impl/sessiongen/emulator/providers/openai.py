@@ -36,7 +36,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ...cache import FlatBlock, ImplicitRule, ModelInfo, UnknownModel, get_model
+from ...cache import (
+    FlatBlock,
+    ImplicitRule,
+    ModelInfo,
+    UnknownModel,
+    get_model,
+)
+from ...cache.catalog import unknown_model_hint
 from ...llm.openai_wire import CACHE_INCREMENT, error_type_for
 from ...tokens import (
     canonical_json,
@@ -241,7 +248,8 @@ def _validate_common(body: Any, path: str) -> ModelInfo:
     if info is None or info.provider != PROVIDER:
         raise OpenAIError(
             404,
-            f"The model `{model}` does not exist or you do not have access to it.",
+            f"The model `{model}` does not exist or you do not have access to it."
+            + unknown_model_hint(str(model), PROVIDER),
             code="model_not_found",
         )
     tools = body.get("tools") or []

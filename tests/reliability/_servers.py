@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def latest_user_text(body: Any) -> str:
 class _BodyState(EmulatorState):
     """Takes the reply the ASGI wrapper decided for the request being handled."""
 
-    def pop_response(self) -> ScriptedResponse | None:
+    def pop_response(self, model: str = "", tools: Collection[str] = ()) -> ScriptedResponse | None:
         return _reply.get()
 
 

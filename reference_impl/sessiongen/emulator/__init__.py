@@ -21,7 +21,7 @@ from .clock import VirtualClock
 from .errors import ERROR_TYPES, APIError, error_body
 from .responder import Reply, build_reply, default_text
 from .server import BackgroundServer, free_port, serve
-from .state import EmulatorState, FaultSpec, ScriptedResponse, ScriptedToolCall
+from .state import EmulatorState, FaultSpec, ScriptedResponse, ScriptedToolCall, ScriptMatch
 from .streaming import message_events
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "Reply",
     "ScriptedResponse",
     "ScriptedToolCall",
+    "ScriptMatch",
     "SyncASGITransport",
     "VirtualClock",
     "async_client",

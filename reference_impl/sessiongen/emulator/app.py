@@ -17,7 +17,7 @@ from .._bind import bearer_token, token_matches
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
 from .intake import Arrival, ReadBody, read_body, refuse
 from .providers import provider_prefixes, provider_routers
-from .responder import build_reply
+from .responder import build_reply, offered_tools
 from .state import (
     DEFAULT_MAX_BODY_BYTES,
     LIFETIME_DEFAULTS,
@@ -176,7 +176,11 @@ async def _handle(
 
     result = state.apply_cache(prepared, arrival.started_at)
     # A pre-warm (max_tokens 0) produces nothing, so it leaves the script queue alone.
-    scripted = state.pop_response() if body["max_tokens"] > 0 else None
+    scripted = (
+        state.pop_response(str(body["model"]), offered_tools(body))
+        if body["max_tokens"] > 0
+        else None
+    )
     reply = build_reply(body, scripted, state.next_tool_use_id)
     usage = result.usage.to_api(reply.output_tokens)
     message = {

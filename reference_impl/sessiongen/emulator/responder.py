@@ -48,6 +48,47 @@ def default_text(body: Mapping[str, Any]) -> str:
     return ECHO_PREFIX + snippet if snippet else FALLBACK_TEXT
 
 
+def schema_instance(schema: Any, depth: int = 0) -> Any:
+    """The smallest value a JSON schema accepts, for an unscripted reply to a request that
+    asks for structured output: required properties only, the first `enum` or `const`, the
+    first branch of `anyOf` / `oneOf`, `minimum` for numbers, `minLength` padding, `minItems`
+    items. Type names in either case (Gemini's OpenAPI subset spells them `OBJECT`). A real
+    model's reply conforms, so a client that parses it (a router, a reviewer) goes on instead
+    of retrying an echo it cannot parse."""
+    if not isinstance(schema, Mapping) or depth > 32:
+        return {}
+    for key in ("const", "default"):
+        if key in schema:
+            return schema[key]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return schema_instance(schema[key][0], depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if str(k).lower() != "null"), "null")
+    kind = str(kind).lower() if kind is not None else ("object" if "properties" in schema else "")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {
+            name: schema_instance(properties.get(name), depth + 1)
+            for name in schema.get("required") or []
+        }
+    if kind == "array":
+        count = int(schema.get("minItems") or 0)
+        return [schema_instance(schema.get("items"), depth + 1) for _ in range(min(count, 64))]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum"))
+        value = low if isinstance(low, int | float) else 0
+        return int(value) if kind == "integer" else value
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return "x" * min(int(schema.get("minLength") or 0), 4096)
+
+
 def _unscripted(body: Mapping[str, Any]) -> ScriptedResponse:
     """The echo text; a forced tool choice (`any` / `tool`) calls the tool with `{}` instead,
     since those choices prefill the assistant turn with a tool_use (AD:…/define-tools)."""
@@ -58,6 +99,11 @@ def _unscripted(body: Mapping[str, Any]) -> ScriptedResponse:
     if choice.get("type") == "any" and tools:
         return ScriptedResponse(tool_calls=[ScriptedToolCall(name=str(tools[0]["name"]))])
     return ScriptedResponse(text=default_text(body))
+
+
+def offered_tools(body: Mapping[str, Any]) -> list[str]:
+    """The names of the tools a Messages body offers (what a `ScriptMatch` checks)."""
+    return [str(tool.get("name")) for tool in body.get("tools") or [] if isinstance(tool, Mapping)]
 
 
 def may_call_tools(tools: int, choice: str | None) -> bool:

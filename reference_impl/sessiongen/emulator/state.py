@@ -9,8 +9,9 @@ import sys
 import threading
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from itertools import islice
 from typing import Any, Literal, NamedTuple
 
@@ -39,12 +40,34 @@ class ScriptedToolCall(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict)
 
 
+class ScriptMatch(BaseModel):
+    """Which requests a scripted reply is for. A real agent interleaves its own side calls
+    (a title, a routing classifier, a summary) with its turn's tool loop, so a script meant
+    for the loop must not be spent on them: an entry with a `match` is served to the first
+    request that fits it, and requests that do not fit pass it by (they take the next entry
+    that fits them, or the unscripted reply)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    """The request's model, exactly or as a shell pattern (`claude-haiku-*`)."""
+    tools: list[str] = Field(default_factory=list)
+    """Tool names the request must offer, every one of them."""
+
+    def fits(self, model: str, tools: Collection[str]) -> bool:
+        if self.model is not None and not fnmatchcase(model, self.model):
+            return False
+        return all(name in tools for name in self.tools)
+
+
 class ScriptedResponse(BaseModel):
     """The next reply, decided by the caller: content is thinking, then text, then tool_use
-    blocks; `stop_reason` defaults to `tool_use` when there are tool calls, else `end_turn`."""
+    blocks; `stop_reason` defaults to `tool_use` when there are tool calls, else `end_turn`.
+    Without `match` an entry goes to the next request, whatever it is (first in, first out)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    match: ScriptMatch | None = None
     text: str | None = None
     thinking: str | None = None
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
@@ -385,9 +408,22 @@ class EmulatorState:
             self._script.extend(responses)
             return len(self._script)
 
-    def pop_response(self) -> ScriptedResponse | None:
+    def clear_script(self) -> int:
+        """Drop every queued reply; how many there were."""
         with self._lock:
-            return self._script.popleft() if self._script else None
+            left = len(self._script)
+            self._script.clear()
+            return left
+
+    def pop_response(self, model: str = "", tools: Collection[str] = ()) -> ScriptedResponse | None:
+        """The first queued reply for a request for `model` offering `tools` (`ScriptMatch`),
+        taken off the queue; None when no queued reply is for it."""
+        with self._lock:
+            for index, entry in enumerate(self._script):
+                if entry.match is None or entry.match.fits(model, tools):
+                    del self._script[index]
+                    return entry
+            return None
 
     # --- faults --------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from ...llm.bedrock_wire import CODE_FOR_STATUS
 from ..boundary import CONVERSE, first_error
 from ..errors import APIError
 from ..intake import Arrival
-from ..responder import build_reply
+from ..responder import build_reply, offered_tools
 from ..state import EmulatorState
 from ..validation import validate_messages
 
@@ -401,7 +401,8 @@ async def handle(state: EmulatorState, request: Request, model_id: str, stream: 
         return _error(exc.status, request_id, exc.message, exc.code)
 
     result = state.apply_cache(prepared, started_at)
-    reply = build_reply(messages_body, state.pop_response(), state.next_tool_use_id)
+    scripted = state.pop_response(model_id, offered_tools(messages_body))
+    reply = build_reply(messages_body, scripted, state.next_tool_use_id)
     usage = converse_usage(result.usage, reply.output_tokens)
     content = converse_content(reply.content)
     stop_reason = _STOP_REASONS.get(reply.stop_reason, reply.stop_reason)

@@ -369,7 +369,7 @@ class _Outcome:
         )
         self.prompt_tokens = total
         self.cached = result.read_tokens // CACHE_INCREMENT * CACHE_INCREMENT
-        self.scripted = state.pop_response()
+        self.scripted = state.pop_response(str(body.get("model")), _tool_names(body, path))
         self.text, calls, self.truncated = _reply(body, path, self.scripted)
         self.calls = [
             (cid or "call_" + state.next_tool_use_id().split("_", 1)[1], name, args)

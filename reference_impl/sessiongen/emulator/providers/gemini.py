@@ -45,8 +45,8 @@ from ...llm.gemini_wire import ERROR_STATUSES, camel_case_body
 from ...tokens import canonical_json, gemini_positions
 from ..boundary import CACHED_CONTENT, GENERATE, first_error
 from ..intake import Arrival
-from ..responder import THINKING_SIGNATURE, build_reply
-from ..state import EmulatorState, FaultSpec
+from ..responder import THINKING_SIGNATURE, build_reply, schema_instance
+from ..state import EmulatorState, FaultSpec, ScriptedResponse
 
 PATH_PREFIXES = ("/v1beta/",)
 PROVIDER = "gemini"
@@ -134,7 +134,7 @@ def _check_contents(contents: Any) -> None:
         raise _invalid("* GenerateContentRequest.contents: contents is not specified")
 
 
-def _declarations(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def declarations_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The function declarations of a (checked) body's tools."""
     tools = body.get("tools") or []
     return [d for tool in tools for d in tool.get("functionDeclarations") or []]
@@ -159,7 +159,7 @@ def _calling_config(body: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
 def _validate(body: Any, info: ModelInfo) -> tuple[list[Mapping[str, Any]], dict[str, Any], int]:
     """(declarations, calling config, max output tokens), or GeminiError."""
     _check_contents(body.get("contents"))
-    declarations = _declarations(body)
+    declarations = declarations_of(body)
     calling = _calling_config(body, {str(d["name"]) for d in declarations})
     generation = body.get("generationConfig") or {}
     max_tokens = generation.get("maxOutputTokens", info.max_output_tokens)
@@ -437,7 +437,13 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
     if cached is not None:
         # The named content is read whole; the implicit cache may reach further (UNCONFIRMED).
         read = max(read, cached.tokens)
-    scripted = state.pop_response()
+    scripted = state.pop_response(info.id, [str(d.get("name")) for d in declarations])
+    generation = effective.get("generationConfig") or {}
+    schema = generation.get("responseJsonSchema") or generation.get("responseSchema")
+    if scripted is None and generation.get("responseMimeType") == "application/json" and schema:
+        # "responseJsonSchema: Output schema of the generated response" (GenerationConfig
+        # reference): the unscripted reply is the smallest JSON that conforms.
+        scripted = ScriptedResponse(text=json.dumps(schema_instance(schema)))
     reply = build_reply(
         _responder_body(effective, declarations, calling, max_tokens),
         scripted,
@@ -597,7 +603,7 @@ def create_cached_content(state: EmulatorState, body: Any, now: float) -> Cached
     info = _model(model)
     fields = {k: body[k] for k in ("systemInstruction", "tools", "toolConfig") if k in body}
     contents = body.get("contents") or []
-    declarations = _declarations(body)
+    declarations = declarations_of(body)
     rows = flatten({**fields, "contents": contents}, declarations, info.id, state.framing)
     tokens = sum(row.tokens for row in rows)
     if tokens < info.min_cacheable_tokens:

@@ -25,6 +25,9 @@ ONE_MILLION = {
     "claude-mythos-preview",
     "claude-fable-5",
     "claude-mythos-5",
+    # Each model's overview page: "Context window 1M tokens", "Max output 128K tokens".
+    *("claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"),
+    *("claude-fable-5-1", "claude-mythos-5-1", "claude-fable-5-2", "claude-mythos-5-2"),
 }
 RETIRED = {
     "claude-opus-4-1": "2026-08-05",
@@ -40,6 +43,9 @@ NEW_TOKENIZER = {
     "claude-mythos-preview",
     "claude-fable-5",
     "claude-mythos-5",
+    # Later than 4.7; Haiku 5.5 "uses the same newer tokenizer as Claude 4.7 and later models".
+    *("claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"),
+    *("claude-fable-5-1", "claude-mythos-5-1", "claude-fable-5-2", "claude-mythos-5-2"),
 }
 ANTHROPIC = [m for m in list_models() if m.provider == "anthropic"]
 

@@ -73,6 +73,9 @@ SLOW = (
     "tests/generate/test_evidence.py::test_the_contracts_tables_are_the_fresh_measurement",
     "tests/providers/test_tools_policy_matrix.py",  # every policy on every provider's SDK
     "tests/warming/test_experiment_cli.py",  # the experiment on the Mooncake traces
+    "tests/agents/test_real_agents.py",  # the real agent clients as processes
+    "tests/agents/test_conform.py",  # `sessiongen serve` and broken servers on sockets
+    "tests/agents/test_agents_cli.py",  # the command as a process
 )
 """Where the slow tests are, by module (or test): `-m "not slow"` leaves them out. One list,
 so a new slow module is one line here."""

@@ -198,7 +198,7 @@ def test_an_unknown_option_before_the_command_names_itself() -> None:
     line = _one_line_error(result)
     assert result.returncode == 2
     assert line.startswith("sessiongen: error: unrecognized argument '--bogus'; a command comes")
-    assert "demo, serve, emulator, experiment, bench, workbench" in line
+    assert "demo, serve, emulator, experiment, bench, agents, workbench" in line
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("emulator", "--help")])

@@ -119,6 +119,7 @@ def test_every_exported_class_and_function_has_a_docstring(name: str) -> None:
 
 
 PUBLIC_MODULES = {
+    "agents",
     "cache",
     "cache_policy",
     "cli",

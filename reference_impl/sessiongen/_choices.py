@@ -17,3 +17,7 @@ SERVE_PROVIDERS: tuple[ServeProvider, ...] = get_args(ServeProvider)
 TraceFormat = Literal["mooncake", "events", "claude-code", "opencode"]
 TRACE_FORMATS: tuple[TraceFormat, ...] = get_args(TraceFormat)
 """The trace formats `load_trace` reads."""
+
+AgentClientName = Literal["opencode", "claude-code", "codex", "gemini-cli"]
+AGENT_CLIENTS: tuple[AgentClientName, ...] = get_args(AgentClientName)
+"""The real agent clients `sessiongen agents` runs."""

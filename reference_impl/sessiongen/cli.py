@@ -464,6 +464,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --docs: render this record (benchmarks/bench.json) instead of running",
     )
 
+    from .agents.command import add_agents_parser
+
+    agents = add_agents_parser(commands)
+
     workbench = commands.add_parser(
         "workbench",
         help="run every notebook, regenerate the contract's evidence, build (and serve) the site",
@@ -562,6 +566,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 force=args.force,
             )
         )
+    if args.command == "agents":
+        from .agents.command import run_agents_command
+
+        return run_agents_command(agents, args)
     if args.command == "experiment":
         if args.trace is not None and args.format is None:
             warming.error(f"argument --format: required with --trace ({', '.join(FORMATS)})")

@@ -1,0 +1,334 @@
+"""`sessiongen agents run`: one real client, one scenario, an emulator of its own.
+
+The run starts the emulator on a loopback port, makes a throwaway HOME and project (the
+scenario's files, a git repository), and for each turn queues the scenario's steps on the
+script queue, each matched to the client's agent-loop requests (`ScriptMatch`), so the
+client's own side calls (titles, routing, summaries) pass them by and get the unscripted
+reply. The client then runs one non-interactive turn as a subprocess (a fresh process each
+turn: its history is reloaded from its own store). Idle time between turns is virtual: the
+emulator's clock moves, nothing sleeps.
+
+It writes to `--out`:
+- `requests.jsonl`: each request as the emulator logged it, with its usage;
+- `trace.events.jsonl`: the events format (docs/traces.md), one line per served request,
+  blocks as the emulator's cache hashed and counted them and the client's own breakpoints,
+  replayable by `sessiongen experiment warming --format events`;
+- `report.csv`: one row per call (`REPORT_COLUMNS`);
+- `run.json`: the client, its version, the scenario and each turn's outcome;
+- `logs/`: each turn's stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..emulator import BackgroundServer, EmulatorState, ScriptedResponse, ScriptMatch
+from .clients import CLIENTS, AgentClient, CallKind, ClientName, agents_dir
+from .scenario import Scenario
+from .wire import WireCall, read_call, shared_prefix_tokens
+
+REPORT_COLUMNS = (
+    "call",
+    "turn",
+    "kind",
+    "model",
+    "status",
+    "prompt_tokens",
+    "uncached",
+    "written_5m",
+    "written_1h",
+    "read",
+    "output_tokens",
+    "shared_prefix_tokens",
+)
+"""`report.csv`'s columns. `shared_prefix_tokens`: the longest prefix the call shares with
+the session's previous turn request (whole positions, as the cache hashes them)."""
+
+TURN_TIMEOUT = 180.0
+LOG_BYTES = 4 * 1024 * 1024
+"""A turn's stdout or stderr kept in `logs/`, at most."""
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    turn: int
+    exit_code: int | None
+    """None: the turn ran past its time limit and was killed."""
+    requests: int
+    unused_steps: int
+    """Scripted steps no agent-loop request took (the client stopped early, or its loop
+    offered other tools than the client's mapping expects)."""
+
+
+@dataclass(frozen=True)
+class CallRow:
+    call: int
+    turn: int
+    kind: CallKind
+    model: str
+    status: int
+    prompt_tokens: int
+    uncached: int
+    written_5m: int
+    written_1h: int
+    read: int
+    output_tokens: int
+    shared_prefix_tokens: int
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    client: ClientName
+    version: str
+    scenario: str
+    model: str | None
+    turns: tuple[TurnOutcome, ...]
+    rows: tuple[CallRow, ...]
+    out: Path
+
+    @property
+    def completed(self) -> bool:
+        """Every turn exited 0 and used every scripted step."""
+        return all(t.exit_code == 0 and t.unused_steps == 0 for t in self.turns)
+
+
+def run_scenario(
+    client_name: ClientName,
+    scenario: Scenario,
+    out: Path,
+    *,
+    root: Path | None = None,
+    model: str | None = None,
+    timeout: float = TURN_TIMEOUT,
+) -> AgentRun:
+    """Run `scenario` with the installed client (`root`: where `sessiongen agents install`
+    put it) and write the run's files into `out`. Raises ClientNotInstalled."""
+    client = CLIENTS[client_name]()
+    binary = client.require(root if root is not None else agents_dir())
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    outcomes: list[TurnOutcome] = []
+    turn_of: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix=f"sessiongen-{client.name}-") as work:
+        home, project = Path(work) / "home", Path(work) / "project"
+        _make_project(project, scenario.files)
+        state = EmulatorState()
+        with BackgroundServer(state) as server:
+            env = client.prepare(home, project, server.url)
+            for index, turn in enumerate(scenario.turns):
+                state.clock.advance(turn.idle_before)
+                loop = ScriptMatch(tools=[client.loop_tool(model)])
+                state.queue_responses(
+                    [
+                        ScriptedResponse(
+                            match=loop,
+                            text=step.say,
+                            thinking=step.think,
+                            tool_calls=[client.call(c, project, model) for c in step.calls],
+                        )
+                        for step in turn.steps
+                    ]
+                )
+                before = {entry["id"] for entry in state.requests()}
+                argv = client.turn(
+                    binary, turn.prompt, model=model, resume=index > 0 and not turn.new_session
+                )
+                code = _run_turn(argv, project, env, out / "logs" / f"turn-{index + 1}", timeout)
+                client.remember(_read_log(out / "logs" / f"turn-{index + 1}.stdout"))
+                new = [e["id"] for e in state.requests() if e["id"] not in before]
+                turn_of.update((request_id, index + 1) for request_id in new)
+                outcomes.append(TurnOutcome(index + 1, code, len(new), state.clear_script()))
+            entries = state.requests()
+    calls = [read_call(entry) for entry in entries]
+    rows = report_rows(client, calls, [turn_of.get(c.id, 0) for c in calls])
+    run = AgentRun(
+        client.name, client.version, scenario.name, model, tuple(outcomes), tuple(rows), out
+    )
+    _write(run, client, entries, calls)
+    return run
+
+
+def _make_project(project: Path, files: Mapping[str, str]) -> None:
+    project.mkdir(parents=True)
+    for relative, text in files.items():
+        path = project / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    # Clients look for the repository root (Codex refuses to run outside one by default).
+    git = ["git", "-c", "user.name=sessiongen", "-c", "user.email=agents@sessiongen.invalid"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "scenario", "--allow-empty"]):
+        subprocess.run([*git, *command], cwd=project, capture_output=True, timeout=60, check=False)
+
+
+def _run_turn(
+    argv: Sequence[str], project: Path, env: Mapping[str, str], log: Path, timeout: float
+) -> int | None:
+    """Run one turn in its own process group (killed whole past `timeout`); its output to
+    `log`.stdout and `log`.stderr, each cut at LOG_BYTES."""
+    with (
+        open(log.with_suffix(".stdout"), "wb") as stdout,
+        open(log.with_suffix(".stderr"), "wb") as stderr,
+    ):
+        process = subprocess.Popen(
+            list(argv),
+            cwd=project,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return None
+        finally:
+            for stream in (stdout, stderr):
+                if stream.tell() > LOG_BYTES:
+                    stream.truncate(LOG_BYTES)
+
+
+def _read_log(path: Path) -> str:
+    return path.read_bytes()[:LOG_BYTES].decode("utf-8", errors="replace")
+
+
+def report_rows(
+    client: AgentClient, calls: Sequence[WireCall], turns: Sequence[int]
+) -> list[CallRow]:
+    """One row per call: its kind, its usage by kind and the prefix it shares with the
+    previous agent-loop request of the session."""
+    main = next((c.model for c in calls if client.turn_tool in c.tool_names()), None)
+    if main is None:
+        main = next((c.model for c in calls if c.tool_names()), "")
+    rows: list[CallRow] = []
+    previous: WireCall | None = None
+    for number, (call, turn) in enumerate(zip(calls, turns, strict=True), start=1):
+        system, user = _texts(call)
+        kind = client.classify(system, user, call.tool_names(), call.model == main)
+        usage = call.usage
+        shared = shared_prefix_tokens(call.blocks, previous.blocks) if previous else 0
+        rows.append(
+            CallRow(
+                call=number,
+                turn=turn,
+                kind=kind,
+                model=call.model,
+                status=call.status,
+                prompt_tokens=call.prompt_tokens,
+                uncached=usage.input_tokens,
+                written_5m=usage.cache_write_5m_tokens,
+                written_1h=usage.cache_write_1h_tokens,
+                read=usage.cache_read_tokens,
+                output_tokens=usage.output_tokens,
+                shared_prefix_tokens=shared,
+            )
+        )
+        if kind == "turn" and call.status == 200:
+            previous = call
+    return rows
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping):
+        return str(content.get("text") or "")
+    if isinstance(content, list):
+        return "\n".join(_text_of(part) for part in content)
+    return ""
+
+
+def _texts(call: WireCall) -> tuple[str, str]:
+    """The call's system prompt and its last user text, whatever the provider."""
+    body = call.body
+    if call.provider == "gemini":
+        system = _text_of((body.get("systemInstruction") or {}).get("parts"))
+        users = [c for c in body.get("contents") or [] if c.get("role", "user") == "user"]
+        return system, _text_of(users[-1].get("parts")) if users else ""
+    if call.provider == "openai":
+        items = body.get("input") if "input" in body else body.get("messages")
+        items = [items] if isinstance(items, str) else items or []
+        system = str(body.get("instructions") or "") + "\n".join(
+            _text_of(i.get("content")) for i in items if i.get("role") in ("system", "developer")
+        )
+        users = [i for i in items if isinstance(i, Mapping) and i.get("role") == "user"]
+        return system, _text_of(users[-1].get("content")) if users else ""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    last = _text_of(users[-1].get("content")) if users else ""
+    return _text_of(body.get("system")), last
+
+
+def _event_lines(
+    calls: Sequence[WireCall], rows: Sequence[CallRow], client: str
+) -> Iterator[dict[str, Any]]:
+    """The events format: the session's loop as one session, each other kind of call as a
+    session of its own (its prefix is shared where its block ids are)."""
+    for call, row in zip(calls, rows, strict=True):
+        blocks = [b for b in call.blocks if b.tokens > 0]
+        if call.status != 200 or not blocks:
+            continue
+        usage = call.usage
+        line: dict[str, Any] = {
+            "session": client if row.kind in ("turn", "compaction") else f"{client}:{row.kind}",
+            "timestamp": call.started_at,
+            "output_tokens": usage.output_tokens,
+            "blocks": [
+                {"id": b.prefix_hash[:20], "tokens": b.tokens}
+                | ({"breakpoint": True} if b.breakpoint is not None else {})
+                for b in blocks
+            ],
+        }
+        billed = (
+            usage.input_tokens
+            + usage.cache_read_tokens
+            + usage.cache_write_5m_tokens
+            + usage.cache_write_1h_tokens
+        )
+        if billed == sum(b.tokens for b in blocks):
+            line["usage"] = {
+                "input_tokens": usage.input_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_5m_tokens": usage.cache_write_5m_tokens,
+                "cache_write_1h_tokens": usage.cache_write_1h_tokens,
+            }
+        yield line
+
+
+def _write(
+    run: AgentRun,
+    client: AgentClient,
+    entries: Sequence[Mapping[str, Any]],
+    calls: Sequence[WireCall],
+) -> None:
+    label = f"{client.name} {client.version}"
+    with open(run.out / "requests.jsonl", "w", encoding="utf-8") as handle:
+        for entry in entries:
+            kept = {k: v for k, v in entry.items() if k != "raw_body"}
+            handle.write(json.dumps({"client": label, **kept}, separators=(",", ":")) + "\n")
+    with open(run.out / "trace.events.jsonl", "w", encoding="utf-8") as handle:
+        for line in _event_lines(calls, run.rows, client.name):
+            handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+    with open(run.out / "report.csv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=REPORT_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(asdict(row) for row in run.rows)
+    summary = {
+        "client": client.name,
+        "version": client.version,
+        "scenario": run.scenario,
+        "model": run.model,
+        "completed": run.completed,
+        "turns": [asdict(t) for t in run.turns],
+    }
+    (run.out / "run.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

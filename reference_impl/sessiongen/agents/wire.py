@@ -1,0 +1,129 @@
+"""A request as the emulator logged it (`GET /_emulator/requests`), read back as the cache saw
+it: its model, its prompt as block positions (the same flattening and counts the emulator's
+cache applied, so a shared prefix here is a shared prefix there) and its usage by kind."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..cache import FlatBlock, flatten_request
+from ..emulator.providers import gemini, openai
+from ..emulator.providers.bedrock import to_messages_body
+from ..emulator.validation import for_model
+from ..llm.anthropic_wire import usage_from_anthropic
+from ..llm.bedrock_wire import usage_from_bedrock
+from ..llm.gemini_wire import usage_from_gemini
+from ..llm.openai_wire import usage_from_openai
+from ..llm.types import Usage
+
+_GEMINI_PATH = re.compile(r"/models/(?P<model>[^/:]+):")
+_BEDROCK_PATH = re.compile(r"/model/(?P<model>[^/]+)/converse")
+
+
+@dataclass(frozen=True)
+class WireCall:
+    """One logged request: where it went, what it asked and what it was billed."""
+
+    id: str
+    provider: str
+    path: str
+    status: int
+    started_at: float
+    model: str
+    body: Mapping[str, Any]
+    blocks: tuple[FlatBlock, ...]
+    """The prompt's positions as the emulator's cache hashed and counted them; empty for a
+    request the emulator refused."""
+    usage: Usage
+    headers: Mapping[str, str]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(block.tokens for block in self.blocks)
+
+    def tool_names(self) -> list[str]:
+        """The tools the request offered, whatever the provider's spelling."""
+        return _tool_names(self.provider, self.body)
+
+
+def read_call(entry: Mapping[str, Any]) -> WireCall:
+    """`entry` (one item of the log's `requests`) as a WireCall."""
+    provider = str(entry.get("provider") or "anthropic")
+    path = str(entry["path"])
+    body: Mapping[str, Any] = entry.get("body") or {}
+    status = int(entry["status"])
+    model = _model(provider, path, body)
+    blocks: tuple[FlatBlock, ...] = ()
+    if status == 200 and body:
+        blocks = tuple(_blocks(provider, path, model, body))
+    return WireCall(
+        id=str(entry["id"]),
+        provider=provider,
+        path=path,
+        status=status,
+        started_at=float(entry["started_at"]),
+        model=model,
+        body=body,
+        blocks=blocks,
+        usage=_usage(provider, entry.get("usage")),
+        headers=dict(entry.get("headers") or {}),
+    )
+
+
+def shared_prefix_tokens(a: Sequence[FlatBlock], b: Sequence[FlatBlock]) -> int:
+    """Tokens of the longest prefix `a` and `b` share, whole positions (each position's hash
+    chains everything before it, so equal hashes mean an equal prefix)."""
+    shared = 0
+    for left, right in zip(a, b, strict=False):
+        if left.prefix_hash != right.prefix_hash:
+            break
+        shared += left.tokens
+    return shared
+
+
+def _model(provider: str, path: str, body: Mapping[str, Any]) -> str:
+    if provider == "gemini":
+        found = _GEMINI_PATH.search(path)
+        return found["model"] if found else ""
+    if provider == "bedrock":
+        found = _BEDROCK_PATH.search(path)
+        return found["model"] if found else ""
+    return str(body.get("model") or "")
+
+
+def _blocks(provider: str, path: str, model: str, body: Mapping[str, Any]) -> list[FlatBlock]:
+    if provider == "openai":
+        return openai.flatten(body, path)[0]
+    if provider == "gemini":
+        return gemini.flatten(body, gemini.declarations_of(body), model)
+    messages = to_messages_body(model, body) if provider == "bedrock" else body
+    return for_model(flatten_request(messages), messages).flat()
+
+
+def _usage(provider: str, usage: Any) -> Usage:
+    if not isinstance(usage, Mapping):
+        return Usage()
+    if provider == "openai":
+        return usage_from_openai(usage)
+    if provider == "gemini":
+        return usage_from_gemini(usage)
+    if provider == "bedrock":
+        return usage_from_bedrock(usage)
+    return usage_from_anthropic(usage)
+
+
+def _tool_names(provider: str, body: Mapping[str, Any]) -> list[str]:
+    if provider == "gemini":
+        return [str(d.get("name")) for d in gemini.declarations_of(body)]
+    if provider == "bedrock":
+        tools = (body.get("toolConfig") or {}).get("tools") or []
+        return [str((t.get("toolSpec") or {}).get("name")) for t in tools if "toolSpec" in t]
+    names: list[str] = []
+    for tool in body.get("tools") or []:
+        name = tool.get("name") or (tool.get("function") or {}).get("name")
+        if name:
+            names.append(str(name))
+    return names

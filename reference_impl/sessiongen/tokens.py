@@ -755,9 +755,25 @@ def _last_user_index(items: list[Mapping[str, Any]]) -> int:
     return -1
 
 
+def _responses_tool_tokens(tool: Any, facts: Mapping[str, Any]) -> int:
+    """One Responses tool definition: a function as OpenAI renders it (`_openai_tool_tokens`),
+    any other type (custom, namespace, hosted) as its JSON, plus framing."""
+    if not isinstance(tool, Mapping):
+        return 0
+    if tool.get("type", "function") == "function":
+        return _openai_tool_tokens(
+            str(tool.get("name", "")),
+            str(tool.get("description") or ""),
+            tool.get("parameters"),
+            facts,
+        )
+    return int(facts["tool"]) + count_json_tokens(tool)
+
+
 def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True) -> list[int]:
     """Prompt tokens of a Responses body, one per position the emulator caches: each entry
-    of `tools`, `instructions` when set, then each `input` item. Reasoning items of earlier
+    of `tools`, `instructions` when set, then each `input` item (an `additional_tools` item
+    counts its tools as `tools` entries count). Reasoning items of earlier
     turns (before the last user message) cost nothing: OpenAI drops them from context
     ("reasoning items from previous turns are discarded", OpenAI reasoning guide); the
     current turn's count their summary text (UNCONFIRMED). Framing is calibrated
@@ -765,32 +781,31 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
     facts = _facts("openai_responses", framing)
     counts: list[int] = []
     for i, tool in enumerate(body.get("tools") or []):
-        if not isinstance(tool, Mapping):
-            counts.append(0)
-            continue
-        if tool.get("type", "function") == "function":
-            tokens = _openai_tool_tokens(
-                str(tool.get("name", "")),
-                str(tool.get("description") or ""),
-                tool.get("parameters"),
-                facts,
-            )
-        else:
-            tokens = int(facts["tool"]) + count_json_tokens(tool)
-        counts.append(tokens + (int(facts["tools"]) if i == 0 else 0))
+        tokens = _responses_tool_tokens(tool, facts)
+        counts.append(tokens + (int(facts["tools"]) if i == 0 and tokens else 0))
     if body.get("instructions"):
         counts.append(int(facts["item"]) + count_text_tokens(str(body["instructions"])))
     items = _responses_items(body)
     turn = _last_user_index(items)
     for k, item in enumerate(items):
         kind = item.get("type", "message")
-        if kind == "function_call":
+        if kind == "additional_tools":
+            # "Tools in an `additional_tools` item become available only after that item
+            # appears in the input" (OpenAI tool search guide): the item is one position,
+            # its tools counted like top-level `tools` (how they are rendered: UNCONFIRMED).
+            tools = item.get("tools")
+            listed = tools if isinstance(tools, list) else []
+            tokens = int(facts["item"]) + sum(_responses_tool_tokens(t, facts) for t in listed)
+        elif kind in ("function_call", "custom_tool_call"):
+            # A custom tool's call carries its "input ... as plain text" (OpenAI
+            # function-calling guide, custom tools); framed like a function call (UNCONFIRMED).
+            raw = item.get("arguments") if kind == "function_call" else item.get("input")
             tokens = (
                 int(facts["function_call"])
                 + count_text_tokens(str(item.get("name", "")))
-                + count_text_tokens(_arguments_text(item.get("arguments")))
+                + count_text_tokens(_arguments_text(raw))
             )
-        elif kind == "function_call_output":
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             text, media = _openai_text(item.get("output"))
             tokens = int(facts["function_call_output"]) + count_text_tokens(text) + media
         elif kind == "reasoning":

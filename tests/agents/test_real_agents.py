@@ -33,16 +33,7 @@ def _installed(name: ClientName) -> None:
         pytest.skip(reason)
 
 
-CODE_MODE_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="Codex's default model works in code mode: its one tool is the custom `exec` in an "
-    "additional_tools item, which the emulator cannot yet script a call to (docs/agents.md)",
-)
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=CODE_MODE_GAP) if n == "codex" else n for n in sorted(CLIENTS)]
-)
+@pytest.mark.parametrize("name", sorted(CLIENTS))
 def test_the_client_completes_the_coding_scenario(name: ClientName, tmp_path: Path) -> None:
     _installed(name)
     run = run_scenario(name, load_scenario("coding"), tmp_path)

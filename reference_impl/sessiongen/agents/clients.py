@@ -324,6 +324,8 @@ trace_exporter = "none"
         return ScriptedToolCall(name="exec_command", input={"cmd": command})
 
     def classify(self, system: str, last_user: str, tools: list[str], main: bool) -> CallKind:
+        if "exec" in tools or "exec_command" in tools:
+            return "turn" if main else "subagent"
         if not tools and "summar" in f"{system}\n{last_user}".lower():
             return "compaction"
         return super().classify(system, last_user, tools, main)

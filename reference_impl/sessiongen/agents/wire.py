@@ -121,8 +121,17 @@ def _tool_names(provider: str, body: Mapping[str, Any]) -> list[str]:
     if provider == "bedrock":
         tools = (body.get("toolConfig") or {}).get("tools") or []
         return [str((t.get("toolSpec") or {}).get("name")) for t in tools if "toolSpec" in t]
+    tools = list(body.get("tools") or [])
+    if provider == "openai" and isinstance(body.get("input"), list):
+        # Responses: tools added mid-thread in `additional_tools` items count too.
+        for item in body["input"]:
+            if isinstance(item, Mapping) and item.get("type") == "additional_tools":
+                tools += item.get("tools") or []
     names: list[str] = []
-    for tool in body.get("tools") or []:
+    for tool in tools:
+        if tool.get("type") == "namespace":
+            names += [str(inner.get("name")) for inner in tool.get("tools") or []]
+            continue
         name = tool.get("name") or (tool.get("function") or {}).get("name")
         if name:
             names.append(str(name))

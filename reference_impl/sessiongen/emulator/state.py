@@ -15,7 +15,16 @@ from fnmatch import fnmatchcase
 from itertools import islice
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ..cache import CacheResult, CacheStore, PreparedRequest
 from .body import parse_body
@@ -33,11 +42,47 @@ StopReason = Literal[
 
 
 class ScriptedToolCall(BaseModel):
+    """One scripted tool call: `name`, `input`, and an optional `id` (drawn when absent).
+
+    `input` is a JSON object, or a string: the freeform input of an OpenAI `custom` tool
+    ("the tool call input is given as plain text", OpenAI function-calling guide, custom
+    tools). The string is kept as `freeform`, and the OpenAI routes send it as is: a
+    `custom_tool_call`'s `input`, or a function call's `arguments` string. Every other route
+    (Anthropic `tool_use`, Bedrock `toolUse`, Gemini `functionCall`) needs an object there,
+    so for them `input` reads `{"input": <string>}` (the shape of a function tool that takes
+    one freeform argument, as Codex's function-form `apply_patch` does); a dump gives the
+    string back."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     id: str | None = None
     name: str
     input: dict[str, Any] = Field(default_factory=dict)
+    _freeform: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _string_input(
+        cls, data: Any, handler: ModelWrapValidatorHandler[ScriptedToolCall]
+    ) -> ScriptedToolCall:
+        text = data.get("input") if isinstance(data, Mapping) else None
+        if not isinstance(text, str):
+            return handler(data)
+        call = handler({**data, "input": {"input": text}})
+        call._freeform = text
+        return call
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if self._freeform is not None and isinstance(data, dict):
+            data["input"] = self._freeform
+        return data
+
+    @property
+    def freeform(self) -> str | None:
+        """The string `input` was given as, or None when it was an object."""
+        return self._freeform
 
 
 class ScriptMatch(BaseModel):

@@ -22,6 +22,11 @@ Caching is OpenAI's automatic prefix caching for models before GPT-5.6, on the o
   retention defaults to `"24h"`, the others to `"in_memory"`, and `"24h"` on those is the
   400 the API answers; each retention's lifetimes are emulator settings
   (`EmulatorState.lifetimes`).
+
+Replies: a scripted call is shaped by the tool it names (`_call_item`), looked up in `tools`,
+in `additional_tools` input items and inside `namespace` tools: a `custom` tool's call is a
+`custom_tool_call` with plain-text `input`, a namespaced tool's call names its namespace.
+Unscripted, a request for `json_schema` output gets the smallest JSON its schema accepts.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -56,7 +61,7 @@ from ...tokens import (
 )
 from ..boundary import CHAT, RESPONSES, Violation, first_error
 from ..intake import Arrival
-from ..responder import allowed_reply, default_text, fit
+from ..responder import allowed_reply, default_text, fit, schema_instance
 from ..state import EmulatorState, ScriptedResponse
 
 PATH_PREFIXES = ("/v1/chat/", "/v1/responses")
@@ -252,9 +257,8 @@ def _validate_common(body: Any, path: str) -> ModelInfo:
             + unknown_model_hint(str(model), PROVIDER),
             code="model_not_found",
         )
-    tools = body.get("tools") or []
     choice = body.get("tool_choice")
-    if choice is not None and not tools:
+    if choice is not None and not _tool_choice_allowed(body, path, choice):
         raise OpenAIError(
             400,
             "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
@@ -265,6 +269,24 @@ def _validate_common(body: Any, path: str) -> ModelInfo:
     if forced is not None:  # counting: a hosted tool's results would be input, not modelled
         raise OpenAIError(400, server_tool_refusal(forced), param="tool_choice")
     return info
+
+
+def _tool_choice_allowed(body: Mapping[str, Any], path: str, choice: Any) -> bool:
+    """Whether a request may set `tool_choice`. Chat Completions: only with `tools` (the
+    API's "'tool_choice' is only allowed when 'tools' are specified"). Responses documents
+    no such rule: its `ToolChoiceOptions` (OpenAI's API spec, as the SDKs carry it) describe
+    the modes only, "`none` means the model will not call any tool and instead generates a
+    message. `auto` means the model can pick between generating a message or calling one or
+    more tools", and OpenAI's own client relies on that: Codex CLI 0.169.0 sends `tools: []` with `tool_choice: "auto"` on
+    every compaction, and no `tools` at all (every tool in an `additional_tools` input item)
+    on every turn of its default models. So on Responses `"auto"` and `"none"` need no tools;
+    `"required"` or a named tool is still refused when no tool is defined anywhere, not in
+    `tools` nor in an `additional_tools` item (UNCONFIRMED: inferred, not documented)."""
+    if body.get("tools"):
+        return True
+    if path == CHAT_PATH:
+        return False
+    return choice in ("auto", "none") or bool(_callable_tools(body, path))
 
 
 def _validate_chat(body: dict[str, Any]) -> None:
@@ -313,11 +335,65 @@ def _last_user_text(body: Mapping[str, Any], path: str) -> str:
     return ""
 
 
-def _tool_names(body: Mapping[str, Any], path: str) -> list[str]:
+CALLABLE_TYPES = ("function", "custom")
+"""The Responses tool types a scripted call can name (hosted tools run on OpenAI's side)."""
+
+
+class _Tool(NamedTuple):
+    name: str
+    kind: str
+    namespace: str | None
+
+
+def _responses_tools(tools: Any, namespace: str | None = None) -> list[_Tool]:
+    found: list[_Tool] = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, Mapping):
+            continue
+        kind = str(tool.get("type", "function"))
+        if kind == "namespace" and namespace is None:
+            found += _responses_tools(tool.get("tools"), str(tool.get("name")))
+        elif kind in CALLABLE_TYPES:
+            found.append(_Tool(str(tool.get("name")), kind, namespace))
+    return found
+
+
+def _callable_tools(body: Mapping[str, Any], path: str) -> list[_Tool]:
+    """The tools a reply can call, in prompt order. Chat: the function tools. Responses: the
+    function and custom tools of `tools`, then of each `additional_tools` input item ("Tools
+    in an `additional_tools` item become available only after that item appears in the
+    input", OpenAI tool search guide: every item precedes the reply), a tool inside a
+    `namespace` tool with that namespace (the guide's call: `{"type": "function_call", "name":
+    "list_open_orders", "namespace": "crm", ...}`)."""
     tools = body.get("tools") or []
     if path == CHAT_PATH:
-        return [str((t.get("function") or {}).get("name")) for t in tools]
-    return [str(t.get("name")) for t in tools if t.get("type") == "function"]
+        return [_Tool(str((t.get("function") or {}).get("name")), "function", None) for t in tools]
+    found = _responses_tools(tools)
+    for item in _responses_input(body):
+        if item.get("type") == "additional_tools":
+            found += _responses_tools(item.get("tools"))
+    return found
+
+
+def _tool_names(body: Mapping[str, Any], path: str) -> list[str]:
+    return [tool.name for tool in _callable_tools(body, path)]
+
+
+def _json_format(body: Mapping[str, Any], path: str) -> Mapping[str, Any] | None:
+    """The JSON schema a request asks the reply to follow (Responses `text.format`, Chat
+    `response_format`, of type `json_schema`), or None."""
+    fmt = (
+        body.get("response_format") if path == CHAT_PATH else (body.get("text") or {}).get("format")
+    )
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        return None
+    spec = fmt.get("json_schema") if path == CHAT_PATH else fmt
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    return schema if isinstance(schema, Mapping) else {}
+
+
+Arguments = dict[str, Any] | str
+"""A call's input: a JSON object, or a scripted string (`ScriptedToolCall.freeform`)."""
 
 
 def _reply(body: Mapping[str, Any], path: str, scripted: ScriptedResponse | None) -> Any:
@@ -331,9 +407,17 @@ def _reply(body: Mapping[str, Any], path: str, scripted: ScriptedResponse | None
             forced = (choice.get("function") or {}).get("name") or choice.get("name")
         if forced:
             return "", [(None, str(forced), {})], False
-        text = default_text(
-            {"messages": [{"role": "user", "content": _last_user_text(body, path)}]}
-        )
+        schema = _json_format(body, path)
+        if schema is not None:
+            # Structured Outputs "ensures the model will always generate responses that
+            # adhere to your supplied JSON Schema" (OpenAI structured-outputs guide): an
+            # unscripted reply is the smallest conforming object (`schema_instance`), which
+            # a client that parses it (Codex's guardian review) accepts instead of retrying.
+            text = json.dumps(schema_instance(schema))
+        else:
+            text = default_text(
+                {"messages": [{"role": "user", "content": _last_user_text(body, path)}]}
+            )
         scripted = ScriptedResponse(text=text)
     choice = body.get("tool_choice")
     scripted = allowed_reply(
@@ -347,8 +431,21 @@ def _reply(body: Mapping[str, Any], path: str, scripted: ScriptedResponse | None
     truncated = limit is not None and count_text_tokens(text) > limit
     if limit is not None:
         text = fit(text, limit)
-    calls = [(c.id, c.name, c.input) for c in scripted.tool_calls]
+    calls: list[tuple[str | None, str, Arguments]] = [
+        (c.id, c.name, c.input if c.freeform is None else c.freeform) for c in scripted.tool_calls
+    ]
     return text, calls, truncated
+
+
+def _arguments(args: Arguments) -> str:
+    """A function call's `arguments` string: the JSON of an object input, a string as is."""
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+def _call_tokens(name: str, args: Arguments) -> int:
+    if isinstance(args, str):
+        return count_text_tokens(name) + count_text_tokens(args)
+    return count_tool_call_tokens(name, args)
 
 
 class _Outcome:
@@ -375,9 +472,8 @@ class _Outcome:
             (cid or "call_" + state.next_tool_use_id().split("_", 1)[1], name, args)
             for cid, name, args in calls
         ]
-        out = count_text_tokens(self.text) + sum(
-            count_tool_call_tokens(n, a) for _, n, a in self.calls
-        )
+        out = count_text_tokens(self.text) + sum(_call_tokens(n, a) for _, n, a in self.calls)
+        self.tools = {t.name: t for t in reversed(_callable_tools(body, path))}  # first wins
         if self.scripted is not None and self.scripted.output_tokens is not None:
             out = self.scripted.output_tokens
         self.output_tokens = out
@@ -409,7 +505,7 @@ def _chat_completion(body: Mapping[str, Any], o: _Outcome, created: int) -> dict
     message: dict[str, Any] = {"role": "assistant", "content": o.text or None, "refusal": None}
     if o.calls:
         message["tool_calls"] = [
-            {"id": cid, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            {"id": cid, "type": "function", "function": {"name": n, "arguments": _arguments(a)}}
             for cid, n, a in o.calls
         ]
     finish = "tool_calls" if o.calls else ("length" if o.truncated else "stop")
@@ -444,6 +540,49 @@ def _chat_chunks(body: Mapping[str, Any], o: _Outcome, created: int) -> list[dic
     return chunks
 
 
+def _freeform(args: Arguments) -> str:
+    """A custom tool call's plain-text `input`: a scripted string as is; from an object, its
+    `input` string (what a string input reads as elsewhere), else "" for `{}` (an unscripted
+    forced call), else its JSON."""
+    if isinstance(args, str):
+        return args
+    if set(args) == {"input"} and isinstance(args["input"], str):
+        return args["input"]
+    return json.dumps(args) if args else ""
+
+
+def _call_item(cid: str, name: str, args: Arguments, tool: _Tool | None) -> dict[str, Any]:
+    """One call as a Responses output item, shaped by the tool it names. A `custom` tool's
+    call: "the tool call input is given as plain text", `{"id": "ctc_...", "type":
+    "custom_tool_call", "status": "completed", "call_id": ..., "input": ..., "name": ...}`
+    (OpenAI function-calling guide, custom tools); anything else a `function_call` with an
+    `arguments` string. A tool defined inside a `namespace` tool also names it (`"namespace":
+    "crm"` in the tool search guide's function call; the SDK's custom tool call has the same
+    field, "The namespace of the custom tool being called"). An unknown name is a plain
+    function call, as before."""
+    if tool is not None and tool.kind == "custom":
+        item: dict[str, Any] = {
+            "type": "custom_tool_call",
+            "id": f"ctc_{cid}",
+            "call_id": cid,
+            "name": name,
+            "input": _freeform(args),
+            "status": "completed",
+        }
+    else:
+        item = {
+            "type": "function_call",
+            "id": f"fc_{cid}",
+            "call_id": cid,
+            "name": name,
+            "arguments": _arguments(args),
+            "status": "completed",
+        }
+    if tool is not None and tool.namespace is not None:
+        item["namespace"] = tool.namespace
+    return item
+
+
 def _response_object(body: Mapping[str, Any], o: _Outcome, created: int) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if o.text:
@@ -457,16 +596,7 @@ def _response_object(body: Mapping[str, Any], o: _Outcome, created: int) -> dict
             }
         )
     for cid, name, args in o.calls:
-        output.append(
-            {
-                "type": "function_call",
-                "id": f"fc_{cid}",
-                "call_id": cid,
-                "name": name,
-                "arguments": json.dumps(args),
-                "status": "completed",
-            }
-        )
+        output.append(_call_item(cid, name, args, o.tools.get(name)))
     return {
         "id": f"resp_{o.id_number}",
         "object": "response",
@@ -491,7 +621,10 @@ def _response_object(body: Mapping[str, Any], o: _Outcome, created: int) -> dict
 
 def _responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
     """A short but well-formed Responses stream: created, each output item added and done
-    (text as one delta), completed."""
+    (text as one delta; a custom tool call's input as one `response.custom_tool_call_input
+    .delta` and its `.done`, the streaming reference's events for "a delta (partial update)
+    to the input of a custom tool call" and "input for a custom tool call is complete"),
+    completed."""
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": {**response, "status": "in_progress"}}
     ]
@@ -508,6 +641,14 @@ def _responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
                     "delta": text,
                     "logprobs": [],
                 }
+            )
+        elif item["type"] == "custom_tool_call":
+            where = {"item_id": item["id"], "output_index": index}
+            events.append(
+                {"type": "response.custom_tool_call_input.delta", **where, "delta": item["input"]}
+            )
+            events.append(
+                {"type": "response.custom_tool_call_input.done", **where, "input": item["input"]}
             )
         events.append({"type": "response.output_item.done", "output_index": index, "item": item})
     events.append({"type": "response.completed", "response": response})

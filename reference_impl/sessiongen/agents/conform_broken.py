@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -68,18 +69,8 @@ API_KEY = "sk-ant-conform-not-a-secret"
 class _PersistsGenerate(SessionEngine):
     """Stores the generate's prompt and reply in the history, as if it were a turn."""
 
-    async def generate(
-        self,
-        session_id: str,
-        prompt: str,
-        *,
-        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
-        warming: bool = False,
-        tag: str | None = None,
-    ) -> GenerateResult:
-        result = await super().generate(
-            session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
-        )
+    async def generate(self, session_id: str, prompt: str, **options: Any) -> GenerateResult:
+        result = await super().generate(session_id, prompt, **options)
 
         def events(revision: int) -> list[Event]:
             n = f"gen{revision + 1:06d}"
@@ -103,18 +94,8 @@ class _BumpsRevision(SessionEngine):
     """Commits the instruction state after a generate, as a Step does (SG-INV-2 forbids
     it): nothing visible changes but the revision."""
 
-    async def generate(
-        self,
-        session_id: str,
-        prompt: str,
-        *,
-        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
-        warming: bool = False,
-        tag: str | None = None,
-    ) -> GenerateResult:
-        result = await super().generate(
-            session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
-        )
+    async def generate(self, session_id: str, prompt: str, **options: Any) -> GenerateResult:
+        result = await super().generate(session_id, prompt, **options)
         state = self.store.read(session_id).instructions
         values = dict(state.current) if state is not None else {}
         self.store.append(session_id, [InstructionsCommitted(values=values)])
@@ -124,20 +105,10 @@ class _BumpsRevision(SessionEngine):
 class _RetriesOn5xx(SessionEngine):
     """Retries a generate the provider failed with a 5xx, up to twice."""
 
-    async def generate(
-        self,
-        session_id: str,
-        prompt: str,
-        *,
-        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
-        warming: bool = False,
-        tag: str | None = None,
-    ) -> GenerateResult:
+    async def generate(self, session_id: str, prompt: str, **options: Any) -> GenerateResult:
         for attempt in range(3):
             try:
-                return await super().generate(
-                    session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
-                )
+                return await super().generate(session_id, prompt, **options)
             except (ProviderServerError, ProviderOverloaded):
                 if attempt == 2:
                     raise
@@ -154,31 +125,18 @@ class _DropsTools(SessionEngine):
         prompt: str,
         *,
         tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
-        warming: bool = False,
-        tag: str | None = None,
+        **options: Any,
     ) -> GenerateResult:
         if ToolsPolicy.parse(tools_policy) is ToolsPolicy.CHOICE_NONE:
             tools_policy = ToolsPolicy.NO_TOOLS
-        return await super().generate(
-            session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
-        )
+        return await super().generate(session_id, prompt, tools_policy=tools_policy, **options)
 
 
 class _EmptyIsError(SessionEngine):
     """Treats a reply with no text (and no tool calls) as a provider failure."""
 
-    async def generate(
-        self,
-        session_id: str,
-        prompt: str,
-        *,
-        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
-        warming: bool = False,
-        tag: str | None = None,
-    ) -> GenerateResult:
-        result = await super().generate(
-            session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
-        )
+    async def generate(self, session_id: str, prompt: str, **options: Any) -> GenerateResult:
+        result = await super().generate(session_id, prompt, **options)
         if not result.text and not result.tool_calls:
             raise ProviderServerError("the provider returned no output")
         return result

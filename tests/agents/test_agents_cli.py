@@ -48,7 +48,10 @@ def test_an_unknown_scenario_names_the_shipped_ones(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     line = _one_line_error(result)
-    assert "no scenario 'nope'; shipped: coding, history-reload, idle-gaps" in line
+    assert (
+        "no scenario 'nope'; shipped: coding, compaction, fork, history-reload, idle-gaps, "
+        "session-fork, subagent" in line
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,7 +59,11 @@ def test_an_unknown_scenario_names_the_shipped_ones(tmp_path: Path) -> None:
     [
         ("name = ", "not TOML"),
         ('name = "x"\n', "turns: Field required"),
-        ('name = "x"\n[[turns]]\nprompt = "p"\nsteps = []\n', "turns.0.steps"),
+        ('name = "x"\n[[turns]]\nprompt = "p"\nsteps = []\n', "a prompt needs at least one step"),
+        ('name = "x"\n[[turns]]\nprompt = "p"\ncommand = "compact"\n', "a prompt or a command"),
+        ('name = "x"\n[[turns]]\ncommand = "undo"\n', "turns.0.command"),
+        ('name = "x"\n[[turns]]\nprompt = "p"\nnew_session = true\nfork_session = true\n'
+         '[[turns.steps]]\nsay = "ok"\n', "a new session cannot also be a fork"),
         ('name = "x"\n[files]\n"../escape.py" = "x"\n[[turns]]\nprompt = "p"\n'
          '[[turns.steps]]\nsay = "ok"\n', "must stay inside the project"),
         ('name = "x"\n[[turns]]\nprompt = "p"\n[[turns.steps]]\n'
@@ -81,3 +88,22 @@ def test_every_shipped_scenario_loads() -> None:
         scenario = load_scenario(name)
         assert scenario.name == name
         assert all(turn.steps for turn in scenario.turns)
+
+
+@pytest.mark.parametrize(
+    ("client", "scenario", "error"),
+    [
+        ("opencode", "fork", "opencode has no subagent that inherits the conversation"),
+        ("gemini-cli", "fork", "gemini-cli has no subagent that inherits the conversation"),
+        ("gemini-cli", "session-fork", "gemini-cli cannot continue in a fork of the session"),
+    ],
+)
+def test_a_side_call_a_client_cannot_make_is_one_line(
+    client: str, scenario: str, error: str, tmp_path: Path
+) -> None:
+    """Said before anything runs, installed or not."""
+    out = tmp_path / "o"
+    result = _cli("agents", "run", "--client", client, "--scenario", scenario, "--out", str(out))
+    assert result.returncode == 2
+    assert error in _one_line_error(result)
+    assert not out.exists()

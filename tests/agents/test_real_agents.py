@@ -55,3 +55,54 @@ def test_the_client_completes_the_coding_scenario(name: ClientName, tmp_path: Pa
         assert len(list(csv.DictReader(handle))) == len(run.rows)
     trace = load_events(tmp_path / "trace.events.jsonl")
     assert len(trace.requests) == sum(1 for row in run.rows if row.status == 200)
+
+
+@pytest.mark.parametrize("name", sorted(CLIENTS))
+def test_the_client_delegates_to_a_subagent(name: ClientName, tmp_path: Path) -> None:
+    """Each client's spawn tool starts a subagent whose request the report tells apart from
+    the loop's, and the loop goes on after it answers."""
+    _installed(name)
+    run = run_scenario(name, load_scenario("subagent"), tmp_path)
+    assert run.completed, run.turns
+    kinds = [row.kind for row in run.rows]
+    assert kinds.count("subagent") == 1, kinds
+    assert kinds[-1] == "turn"
+
+
+@pytest.mark.clause("SG-AGENTS-1")
+@pytest.mark.parametrize("name", ["claude-code", "codex"])
+def test_a_fork_reads_the_sessions_cached_prefix(name: ClientName, tmp_path: Path) -> None:
+    """A fork (Claude Code's `fork` agent, Codex's `fork_turns: "all"`) sends the session's
+    tools, system and history: it reads the previous turn's prompt from the cache, as a
+    session.generate call does, and writes almost nothing of its own."""
+    _installed(name)
+    run = run_scenario(name, load_scenario("fork"), tmp_path)
+    assert run.completed, run.turns
+    fork = next(row for row in run.rows if row.kind == "subagent")
+    before = [row for row in run.rows if row.kind == "turn" and row.call < fork.call][-1]
+    assert fork.read >= 0.98 * before.prompt_tokens, (fork, before)
+
+
+@pytest.mark.parametrize("name", sorted(CLIENTS))
+def test_the_clients_compaction_is_a_call_of_its_own(name: ClientName, tmp_path: Path) -> None:
+    """Each client's own compaction runs (Claude Code's /compact, Gemini CLI's /compress,
+    Codex's auto-compaction, opencode's summarize route) and the report names it."""
+    _installed(name)
+    run = run_scenario(name, load_scenario("compaction"), tmp_path)
+    assert run.completed, run.turns
+    compactions = [row for row in run.rows if row.kind == "compaction"]
+    assert compactions and all(row.turn == 2 for row in compactions)
+    assert run.rows[-1].kind == "turn" and run.rows[-1].turn == 3
+
+
+@pytest.mark.clause("SG-AGENTS-2")
+@pytest.mark.parametrize("name", ["opencode", "claude-code", "codex"])
+def test_a_session_fork_starts_from_the_parents_history(name: ClientName, tmp_path: Path) -> None:
+    """The fork's first request carries the parent's history (it shares at least the tools
+    and system); whether the cache serves it is the finding of SG-AGENTS-2."""
+    _installed(name)
+    run = run_scenario(name, load_scenario("session-fork"), tmp_path)
+    assert run.completed, run.turns
+    parent = [row for row in run.rows if row.kind == "turn" and row.turn == 1][-1]
+    fork = next(row for row in run.rows if row.kind == "turn" and row.turn == 2)
+    assert fork.shared_prefix_tokens > 0 and fork.prompt_tokens > parent.prompt_tokens

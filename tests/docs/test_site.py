@@ -67,9 +67,10 @@ DECISIONS = (
     "failure-modes",
     "warming",
     "fidelity",
+    "real-agents",
 )
 """The decision records, one per question of docs/questions.md, in its order (the seed's six
-and our seventh); tests/test_workbench.py reads them from here."""
+and our seventh and eighth); tests/test_workbench.py reads them from here."""
 PAGE_TIMEOUT_MS = 15_000
 
 
@@ -217,7 +218,7 @@ def test_each_question_has_a_decision_record_with_figures_and_tests(site: BuiltS
     decides (linked to the contract)."""
     questions = (site.root / "questions.html").read_text(encoding="utf-8")
     anchors = re.findall(r'id="(q\d-[a-z-]+)"', questions)
-    assert len(anchors) == len(DECISIONS) == 7, anchors
+    assert len(anchors) == len(DECISIONS) == 8, anchors
     for anchor, name in zip(anchors, DECISIONS, strict=True):
         assert f'href="decisions/{name}.html"' in questions, name
         page = (site.root / "decisions" / f"{name}.html").read_text(encoding="utf-8")
@@ -273,7 +274,7 @@ def test_the_contract_opens_with_the_six_decisions_on_one_screen() -> None:
     glance = text.split("## At a glance", 1)[1].split("\n## ", 1)[0]
     assert text.index("## At a glance") < text.index("**SG-")
     rows = [r for r in glance.splitlines() if re.match(r"\| \d\. ", r)]
-    assert len(rows) == 6 == len(DECISIONS) - 1  # the seventh question is ours, not a decision here
+    assert len(rows) == 6 == len(DECISIONS) - 2  # the seventh and eighth questions are ours
     named: set[str] = set()
     for row in rows:
         ids = _clause_ids(row.rsplit("|", 2)[-2])

@@ -195,3 +195,28 @@ async def test_thinking_budget_change_invalidates_messages(emu: Emu) -> None:
     more = await emu.create(**thinking, thinking={"type": "enabled", "budget_tokens": 2048})
     assert more.usage.cache_read_input_tokens == MESSAGES
     assert more.usage.cache_creation_input_tokens == 1100  # the messages entry, written anew
+
+
+def _attributed(line: str) -> dict[str, Any]:
+    params = base()
+    params["system"] = [{"type": "text", "text": line}, *params["system"]]
+    return params
+
+
+async def test_claude_codes_attribution_line_does_not_split_the_cache(emu: Emu) -> None:
+    """Claude Code's first system block is an attribution line whose `cch` changes with every
+    request and which names a subagent (`cc_is_subagent=true`); on Anthropic's own API it does
+    not split the cache: "Anthropic's official server knows how to handle this header"
+    (NanmiCoder/cc-haha#503), while prefix caches that hash it see "0% prompt-cache hit"
+    (anthropics/claude-code#68900). Any other change to a system block still does."""
+    head = "x-anthropic-billing-header: cc_version=2.1.328.842; cc_entrypoint=sdk-cli;"
+    first = await emu.create(**_attributed(head + " cch=36ee5;"))
+    assert first.usage.cache_creation_input_tokens is not None
+    fork = await emu.create(**_attributed(head + " cch=0aaa9; cc_is_subagent=true;"))
+    # Its whole prefix is read (counted at its own length: the line is still tokens) and
+    # nothing is written again.
+    assert fork.usage.cache_creation_input_tokens == 0
+    assert fork.usage.cache_read_input_tokens is not None
+    assert fork.usage.cache_read_input_tokens > NOTHING
+    other = await emu.create(**_attributed("x-other-header: cch=36ee5;"))
+    assert other.usage.cache_read_input_tokens == 1100

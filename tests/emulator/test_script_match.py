@@ -35,3 +35,15 @@ async def test_an_unmatched_entry_is_first_in_first_out(emu: Emu) -> None:
     side = await emu.create(messages=[user({"type": "text", "text": "side"})])
     assert text_of(side.content[0]) == "first"
     assert emu.state.clear_script() == 1
+
+
+async def test_without_tells_a_subagent_from_its_parent(emu: Emu) -> None:
+    """A subagent is not offered the spawn tool: an entry that must not see `Agent` waits for
+    the subagent's request, and the parent's request (which offers it) passes it by."""
+    spawn = [*TOOLS, {"name": "Agent", "input_schema": {"type": "object"}}]
+    await emu.script({"match": {"tools": ["Read"], "without": ["Agent"]}, "text": "child"})
+    parent = await emu.create(messages=[user(text_block(5, "parent"))], tools=spawn)
+    assert text_of(parent.content[0]) != "child"
+    child = await emu.create(messages=[user(text_block(5, "child"))], tools=TOOLS)
+    assert text_of(child.content[0]) == "child"
+    assert emu.state.clear_script() == 0

@@ -13,6 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from sessiongen import ToolsPolicy
+from sessiongen.agents.findings import (
+    RecordedRun,
+    SideCallCost,
+    history_reloads,
+    load_runs,
+    side_call_costs,
+    side_call_shares,
+)
 from sessiongen.cache.pricing import cost
 from sessiongen.errors import ProviderError
 from sessiongen.lab import (
@@ -754,12 +762,100 @@ async def _warming_placement_tables(scratch: Path, root: Path) -> dict[str, str]
     return {"warming-placement.md": warming_table(rows)}
 
 
+AGENT_RUNS = Path("notebooks") / "data" / "agents"
+"""The recorded runs of the real agent clients (notebook 07, SG-AGENTS-1)."""
+
+
+def _usd(value: float) -> str:
+    return f"${value:.4f}"
+
+
+def agent_side_call_table(runs: Sequence[RecordedRun]) -> str:
+    """Per client: its calls, the share that are side calls, and what its side calls cost
+    as run and shaped as `session.generate` (policy A, same prefix), as markdown."""
+    costs = side_call_costs(runs)
+    lines = [
+        "| client | version | calls | side calls | share | side-call kinds "
+        "| cost as run | shaped as session.generate |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    versions = {r.client: r.version for r in runs}
+    for share in side_call_shares(runs):
+        mine = [c for c in costs if c.client == share.client]
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(share.kinds.items()) if k != "turn")
+        lines.append(
+            f"| {share.client} | {versions[share.client]} | {share.calls} | {share.side_calls} "
+            f"| {share.share:.0%} | {kinds} | {_usd(sum(c.cost_as_run for c in mine))} "
+            f"| {_usd(sum(c.cost_as_generate for c in mine))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def agent_side_call_kind_table(runs: Sequence[RecordedRun]) -> str:
+    """Per client and kind of side call: what one reads, writes and costs as run, and shaped
+    as `session.generate`, as markdown (means over the recorded calls)."""
+    groups: dict[tuple[str, str, str], list[SideCallCost]] = {}
+    for c in side_call_costs(runs):
+        key = (c.client, c.kind if c.scenario != "fork" else "fork", c.model)
+        groups.setdefault(key, []).append(c)
+    lines = [
+        "| client | kind | model | calls | prompt | read | written | shares with the session "
+        "| cost as run | as session.generate |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (client, kind, model), rows in groups.items():
+        n = len(rows)
+
+        def mean(values: Sequence[float]) -> float:
+            return sum(values) / len(values)
+
+        lines.append(
+            f"| {client} | {kind} | {model} | {n} | {mean([r.prompt_tokens for r in rows]):,.0f} "
+            f"| {mean([r.read for r in rows]):,.0f} | {mean([r.written for r in rows]):,.0f} "
+            f"| {mean([r.shared_prefix_tokens for r in rows]):,.0f} "
+            f"| {_usd(mean([r.cost_as_run for r in rows]))} "
+            f"| {_usd(mean([r.cost_as_generate for r in rows]))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def agent_reload_table(runs: Sequence[RecordedRun]) -> str:
+    """Per client: does the first request after a restart on the same session (resume) or
+    in a fork of it keep the previous turn's prompt byte for byte, and does the cache serve
+    it, as markdown."""
+    lines = [
+        "| client | how | previous turn's prompt | shared after the reload | prefix kept "
+        "| read from the cache |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in sorted(history_reloads(runs), key=lambda r: (r.how != "resume", r.client)):
+        lost = r.previous_prompt_tokens - r.shared_prefix_tokens
+        kept = "yes" if r.kept else f"**no**: {lost:,} lost"
+        share = r.read / r.previous_prompt_tokens if r.previous_prompt_tokens else 0.0
+        lines.append(
+            f"| {r.client} | {r.how} | {r.previous_prompt_tokens:,} | {r.shared_prefix_tokens:,} "
+            f"| {kept} | {r.read:,} ({share:.0%}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+async def _agent_tables(scratch: Path, root: Path) -> dict[str, str]:
+    runs = load_runs(root / AGENT_RUNS)
+    return {
+        "agents-side-calls.md": agent_side_call_table(runs)
+        + "\n"
+        + agent_side_call_kind_table(runs),
+        "agents-history-reload.md": agent_reload_table(runs),
+    }
+
+
 TABLE_GROUPS: dict[str, Callable[[Path, Path], Awaitable[dict[str, str]]]] = {
     "warming": _warming_tables,
     "real-logs": _real_log_tables,
     "tools-policy": _tools_policy_tables,
     "tools-policy-providers": _tools_policy_provider_tables,
     "warming-placement": _warming_placement_tables,
+    "agents": _agent_tables,
 }
 """The contract's tables in independent groups, each `(scratch, root) -> {file name:
 markdown}`: `sessiongen workbench` measures the groups in parallel processes."""

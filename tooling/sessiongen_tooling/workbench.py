@@ -92,6 +92,7 @@ TABLE_GROUPS = (
     "tools-policy",
     "tools-policy-providers",
     "warming-placement",
+    "agents",
 )
 EVIDENCE_DIR = Path("contract") / "evidence"
 # Before a first run records durations: the slowest first, so the rest fills the other cores.

@@ -12,23 +12,30 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
+import socket
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+import httpx
 from pydantic import BaseModel, ConfigDict
 
 from .._choices import AgentClientName
-from ..emulator import ScriptedToolCall
+from ..emulator import ScriptedResponse, ScriptedToolCall
+from .process import Workspace, run_process, started
+from .wire import WireCall
 
 AGENTS_DIR_ENV = "SESSIONGEN_AGENTS_DIR"
 """Where `sessiongen agents install` puts the clients (one npm prefix per client)."""
 
 ClientName = AgentClientName
 CallKind = Literal["turn", "title", "summary", "compaction", "subagent", "side call"]
+Continuation = Literal["new", "resume", "fork"]
 
 
 def agents_dir() -> Path:
@@ -44,12 +51,23 @@ class Intent(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tool: Literal["list", "read", "edit", "shell"]
+    tool: Literal["list", "read", "edit", "shell", "subagent"]
     path: str = "."
     """Relative to the project."""
     old: str = ""
     new: str = ""
     command: str = ""
+    prompt: str = ""
+    """A subagent's task."""
+    reply: str = "Done."
+    """What the subagent answers (its one scripted reply)."""
+    fork: bool = False
+    """The subagent inherits the conversation (Claude Code's `fork`, Codex's
+    `fork_turns="all"`) instead of starting fresh."""
+
+
+class UnsupportedIntent(ValueError):
+    """A scenario asks a client for something it has no tool for."""
 
 
 class ClientNotInstalled(Exception):
@@ -75,6 +93,12 @@ class AgentClient(ABC):
     turn_tool: str
     """A tool every agent-loop request of this client offers and its side calls do not: how
     a scripted step finds the loop's request (`ScriptMatch`)."""
+    spawn_tool: str
+    """The tool that starts a subagent."""
+    parent_only_tool: str | None
+    """A tool the loop's requests offer and a subagent's do not: how the two are told apart
+    (None: a subagent is offered the same tools; it runs in the foreground, so the script
+    serves its requests in order)."""
     relative_binary: str
 
     @property
@@ -113,36 +137,88 @@ class AgentClient(ABC):
         """Write the client's settings into `home` and return its environment (no variable
         of the caller's is inherited but PATH, so no real key can leak to it)."""
 
+    can_fork_session = False
+    """Whether a turn can continue in a fork of the session (`Continuation` "fork")."""
+
     @abstractmethod
-    def turn(self, binary: Path, prompt: str, *, model: str | None, resume: bool) -> list[str]:
-        """The command line of one non-interactive turn (`resume`: continue the session the
-        previous turn left, reloading its history from disk)."""
+    def turn(
+        self, binary: Path, prompt: str, *, model: str | None, session: Continuation
+    ) -> list[str]:
+        """The command line of one non-interactive turn: in a new session, resuming the
+        session the previous turn left (its history reloaded from disk), or in a fork of it
+        (a new session with that history copied)."""
 
     @abstractmethod
     def call(self, intent: Intent, project: Path, model: str | None) -> ScriptedToolCall:
         """`intent` as this client's tool call."""
 
+    compact_prompt: str | None = None
+    """The prompt that runs the client's compaction on the session (None: its
+    non-interactive mode has none)."""
+
+    @property
+    def can_compact(self) -> bool:
+        return self.compact_prompt is not None
+
+    def compact(self, work: Workspace, log: Path, model: str | None) -> int | None:
+        """Run the client's compaction on the session as one turn; its exit status (None:
+        killed at `timeout`)."""
+        if self.compact_prompt is None:
+            raise UnsupportedIntent(f"{self.name} has no compaction command")
+        argv = self.turn(work.binary, self.compact_prompt, model=model, session="resume")
+        return run_process(argv, work, log)
+
     def loop_tool(self, model: str | None) -> str:
         return self.turn_tool
 
-    def remember(self, stdout: str) -> None:
+    def _parent(self, tools: list[str]) -> bool:
+        return self.parent_only_tool is None or self.parent_only_tool in tools
+
+    def check(self, intent: Intent) -> None:
+        """Raise UnsupportedIntent where this client has no tool for `intent`."""
+        if intent.tool == "subagent" and intent.fork:
+            raise UnsupportedIntent(f"{self.name} has no subagent that inherits the conversation")
+
+    def subagent_reply(self, intent: Intent) -> ScriptedResponse:
+        """How the subagent `intent` starts ends its work: by answering `intent.reply`."""
+        return ScriptedResponse(text=intent.reply)
+
+    def after_spawn(self, intent: Intent) -> list[ScriptedToolCall]:
+        """The loop's next calls after starting the subagent (none: the spawn tool returns
+        the subagent's answer)."""
+        return []
+
+    def remember(self, stdout: str, stderr: str) -> None:
         """Keep what the next turn needs to continue the session (nothing, by default: the
         client finds its newest session itself)."""
         return None
 
-    def classify(self, system: str, last_user: str, tools: list[str], main: bool) -> CallKind:
-        """The kind of a request, from its system prompt, its last user text, its tools and
-        whether its model is the session's main model."""
+    def classify(self, call: WireCall, main: bool) -> CallKind:
+        """The kind of a request, from its system prompt, its last user text, its tools, its
+        headers and whether its model is the session's main model."""
+        system, last_user = call.texts()
+        tools = call.tool_names()
         text = f"{system}\n{last_user}".lower()
-        if "compact" in text or "summary of the conversation" in text:
+        if any(cue in last_user.lower() for cue in _COMPACTION_CUES):
             return "compaction"
         if self.turn_tool in tools:
-            return "turn" if main else "subagent"
+            return "turn" if main and self._parent(tools) else "subagent"
         if "title" in text:
             return "title"
         if "summar" in text:
             return "summary"
         return "side call"
+
+
+_COMPACTION_CUES = (
+    "summary of the conversation",
+    "summarize the conversation",
+    "<summary>",
+    "context checkpoint compaction",
+)
+"""Words of a compaction request's last user text (Claude Code's asks for "an <analysis>
+block followed by a <summary> block"; Codex's begins "You are performing a CONTEXT
+CHECKPOINT COMPACTION")."""
 
 
 def _base_env(home: Path) -> dict[str, str]:
@@ -172,6 +248,9 @@ class ClaudeCode(AgentClient):
     version = "2.1.328"
     provider = "anthropic"
     turn_tool = "Read"
+    spawn_tool = "Agent"
+    parent_only_tool = None
+    compact_prompt = "/compact"
     relative_binary = "node_modules/@anthropic-ai/claude-code/bin/claude.exe"
 
     def __init__(self) -> None:
@@ -204,24 +283,51 @@ class ClaudeCode(AgentClient):
             "DISABLE_UPDATES": "1",
         }
 
-    def turn(self, binary: Path, prompt: str, *, model: str | None, resume: bool) -> list[str]:
+    can_fork_session = True
+
+    def turn(
+        self, binary: Path, prompt: str, *, model: str | None, session: Continuation
+    ) -> list[str]:
         argv = [str(binary), "-p", prompt, "--output-format", "json"]
-        argv += ["--allowedTools", "Bash,Read,Edit,Write,Glob,Grep"]
+        argv += ["--allowedTools", "Bash,Read,Edit,Write,Glob,Grep,Agent"]
         if model:
             argv += ["--model", model]
-        if resume and self.session:
+        if session != "new" and self.session:
             argv += ["--resume", self.session]
+            if session == "fork":
+                argv.append("--fork-session")
         return argv
 
-    def remember(self, stdout: str) -> None:
+    def remember(self, stdout: str, stderr: str) -> None:
         """The session id the turn printed (`--output-format json`)."""
         try:
             self.session = str(json.loads(stdout)["session_id"])
         except (ValueError, KeyError, TypeError):
             pass
 
+    def check(self, intent: Intent) -> None:
+        return None
+
+    def classify(self, call: WireCall, main: bool) -> CallKind:
+        """A subagent's request says so in its billing line (`cc_is_subagent=true`)."""
+        if "cc_is_subagent=true" in call.texts()[0]:
+            return "subagent"
+        return super().classify(call, main)
+
     def call(self, intent: Intent, project: Path, model: str | None) -> ScriptedToolCall:
         path = str(project / intent.path)
+        if intent.tool == "subagent":
+            # In the foreground: `-p` would end the turn before a background agent reports.
+            kind = "fork" if intent.fork else "general-purpose"
+            return ScriptedToolCall(
+                name="Agent",
+                input={
+                    "description": "Delegated task",
+                    "prompt": intent.prompt,
+                    "subagent_type": kind,
+                    "run_in_background": False,
+                },
+            )
         if intent.tool == "read":
             return ScriptedToolCall(name="Read", input={"file_path": path})
         if intent.tool == "edit":
@@ -245,6 +351,10 @@ class Codex(AgentClient):
     version = "0.169.0"
     provider = "openai"
     turn_tool = "exec_command"
+    spawn_tool = "spawn_agent"
+    parent_only_tool = "request_user_input_async"
+    """Seen in 0.169.0: a spawned agent (header `x-openai-subagent: collab_spawn`) is
+    offered every collaboration tool but this one."""
     relative_binary = "node_modules/@openai/codex-linux-*/vendor/*/bin/codex"
 
     def prepare(self, home: Path, project: Path, base_url: str) -> dict[str, str]:
@@ -283,14 +393,31 @@ trace_exporter = "none"
             "RUST_LOG": "warn",
         }
 
-    def turn(self, binary: Path, prompt: str, *, model: str | None, resume: bool) -> list[str]:
+    can_fork_session = True
+
+    def __init__(self) -> None:
+        self.session: str | None = None
+
+    def turn(
+        self, binary: Path, prompt: str, *, model: str | None, session: Continuation
+    ) -> list[str]:
         argv = [str(binary), "exec"]
-        if resume:
+        if session == "resume":
             argv += ["resume", "--last"]
+        elif session == "fork":
+            argv += ["fork"]
         argv += ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
         if model:
             argv += ["--model", model]
+        if session == "fork" and self.session:
+            argv.append(self.session)
         return [*argv, prompt]
+
+    def remember(self, stdout: str, stderr: str) -> None:
+        """The session id its banner printed (`session id: ...`, on stderr)."""
+        found = re.search(r"^session id: (\S+)$", stderr, re.MULTILINE)
+        if found:
+            self.session = found.group(1)
 
     @staticmethod
     def code_mode(model: str | None) -> bool:
@@ -300,7 +427,36 @@ trace_exporter = "none"
     def loop_tool(self, model: str | None) -> str:
         return "exec" if self.code_mode(model) else "exec_command"
 
+    def check(self, intent: Intent) -> None:
+        return None
+
+    compact_prompt = "/compact"
+
+    def compact(self, work: Workspace, log: Path, model: str | None) -> int | None:
+        """`codex exec` sends `/compact` to the model as text; its compaction runs when the
+        session is past `model_auto_compact_token_limit`, so that limit is set to one token
+        for this turn (and put back after it)."""
+        config = Path(work.env["CODEX_HOME"]) / "config.toml"
+        before = config.read_text(encoding="utf-8")
+        config.write_text("model_auto_compact_token_limit = 1\n" + before, encoding="utf-8")
+        try:
+            return super().compact(work, log, model)
+        finally:
+            config.write_text(before, encoding="utf-8")
+
+    def after_spawn(self, intent: Intent) -> list[ScriptedToolCall]:
+        """`spawn_agent` returns at once; the parent waits for the child's mailbox."""
+        return [ScriptedToolCall(name="wait_agent", input={"timeout_ms": 120000})]
+
     def call(self, intent: Intent, project: Path, model: str | None) -> ScriptedToolCall:
+        if intent.tool == "subagent":
+            # A tool of the `collaboration` namespace, called directly in code mode too.
+            spawn = {
+                "task_name": "delegated_task",
+                "message": intent.prompt,
+                "fork_turns": "all" if intent.fork else "none",
+            }
+            return ScriptedToolCall(name="spawn_agent", input=spawn)
         path = shlex.quote(intent.path)
         if intent.tool == "read":
             command = f"cat {path}"
@@ -323,12 +479,18 @@ trace_exporter = "none"
             return ScriptedToolCall(name="exec", input=code)
         return ScriptedToolCall(name="exec_command", input={"cmd": command})
 
-    def classify(self, system: str, last_user: str, tools: list[str], main: bool) -> CallKind:
+    def classify(self, call: WireCall, main: bool) -> CallKind:
+        """A spawned agent's requests carry `x-openai-subagent` (`collab_spawn`)."""
+        tools = call.tool_names()
+        if "context checkpoint compaction" in call.texts()[1].lower():
+            return "compaction"
         if "exec" in tools or "exec_command" in tools:
-            return "turn" if main else "subagent"
+            child = bool(call.headers.get("x-openai-subagent")) or not self._parent(tools)
+            return "subagent" if child or not main else "turn"
+        system, last_user = call.texts()
         if not tools and "summar" in f"{system}\n{last_user}".lower():
             return "compaction"
-        return super().classify(system, last_user, tools, main)
+        return super().classify(call, main)
 
 
 class GeminiCli(AgentClient):
@@ -342,6 +504,21 @@ class GeminiCli(AgentClient):
     version = "0.61.0"
     provider = "gemini"
     turn_tool = "read_file"
+    spawn_tool = "invoke_agent"
+    parent_only_tool = "invoke_agent"
+    compact_prompt = "/compress"
+    """Seen in 0.61.0: `-p /compress` makes the two state-snapshot requests of its
+    compression and then sends `/compress` to the model as a prompt as well."""
+
+    def subagent_reply(self, intent: Intent) -> ScriptedResponse:
+        """A Gemini CLI subagent finishes only through `complete_task` (a text answer gets
+        a "you have one final chance" nudge and a second request)."""
+        return ScriptedResponse(
+            tool_calls=[
+                ScriptedToolCall(name="complete_task", input={"result": {"response": intent.reply}})
+            ]
+        )
+
     relative_binary = "node_modules/.bin/gemini"
 
     def prepare(self, home: Path, project: Path, base_url: str) -> dict[str, str]:
@@ -373,16 +550,22 @@ class GeminiCli(AgentClient):
             "NO_BROWSER": "true",
         }
 
-    def turn(self, binary: Path, prompt: str, *, model: str | None, resume: bool) -> list[str]:
+    def turn(
+        self, binary: Path, prompt: str, *, model: str | None, session: Continuation
+    ) -> list[str]:
         argv = [str(binary), "--yolo"]
         if model:
             argv += ["--model", model]
-        if resume:
+        if session == "resume":
             argv += ["--resume", "latest"]
         return [*argv, "-p", prompt]
 
     def call(self, intent: Intent, project: Path, model: str | None) -> ScriptedToolCall:
         path = str(project / intent.path)
+        if intent.tool == "subagent":
+            return ScriptedToolCall(
+                name="invoke_agent", input={"agent_name": "generalist", "prompt": intent.prompt}
+            )
         if intent.tool == "read":
             return ScriptedToolCall(name="read_file", input={"file_path": path})
         if intent.tool == "edit":
@@ -401,10 +584,13 @@ class GeminiCli(AgentClient):
             name="run_shell_command", input={"command": intent.command, "description": "Run it"}
         )
 
-    def classify(self, system: str, last_user: str, tools: list[str], main: bool) -> CallKind:
-        if not tools and "route" in system.lower():
+    def classify(self, call: WireCall, main: bool) -> CallKind:
+        system = call.texts()[0]
+        if not call.tool_names() and "route" in system.lower():
             return "side call"
-        return super().classify(system, last_user, tools, main)
+        if "<state_snapshot>" in system:
+            return "compaction"
+        return super().classify(call, main)
 
 
 class Opencode(AgentClient):
@@ -419,6 +605,8 @@ class Opencode(AgentClient):
     version = "1.18.33"
     provider = "anthropic"
     turn_tool = "read"
+    spawn_tool = "task"
+    parent_only_tool = "task"
     relative_binary = "node_modules/.bin/opencode"
 
     def __init__(self) -> None:
@@ -448,15 +636,61 @@ class Opencode(AgentClient):
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
         }
 
-    def turn(self, binary: Path, prompt: str, *, model: str | None, resume: bool) -> list[str]:
+    can_fork_session = True
+
+    def turn(
+        self, binary: Path, prompt: str, *, model: str | None, session: Continuation
+    ) -> list[str]:
         argv = [str(binary), "run", "--format", "json"]
         if model:
             argv += ["--model", model if "/" in model else f"anthropic/{model}"]
-        if resume and self.session:
+        if session != "new" and self.session:
             argv += ["--session", self.session]
+            if session == "fork":
+                argv.append("--fork")
         return [*argv, prompt]
 
-    def remember(self, stdout: str) -> None:
+    can_compact = True
+    default_model = "claude-sonnet-4-6"
+
+    def compact(self, work: Workspace, log: Path, model: str | None) -> int | None:
+        """`opencode run` has no compaction; the TUI's `/compact` is the server's
+        `POST /session/{id}/summarize` (its SDK: `providerID`, `modelID`). So this starts
+        `opencode serve` on a loopback port of its own (a fresh process: the history is
+        reloaded from its database), asks it to summarise the session, and stops it."""
+        if self.session is None:
+            return 1
+        provider, _, name = (model or self.default_model).rpartition("/")
+        port = _free_port()
+        argv = [str(work.binary), "serve", "--port", str(port), "--hostname", "127.0.0.1"]
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + work.timeout
+        with started(argv, work, log) as server, httpx.Client(trust_env=False) as http:
+            try:
+                while True:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        return server.returncode
+                    try:
+                        if http.get(f"{base}/session", timeout=2).status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        time.sleep(0.2)
+                reply = http.post(
+                    f"{base}/session/{self.session}/summarize",
+                    json={"providerID": provider or "anthropic", "modelID": name},
+                    timeout=max(1.0, deadline - time.monotonic()),
+                )
+            except httpx.TimeoutException:
+                return None
+            return 0 if reply.status_code == 200 else 1
+
+    def classify(self, call: WireCall, main: bool) -> CallKind:
+        """Its summary re-sends the conversation as text in one new prompt, without tools."""
+        if not call.tool_names() and "<conversation>" in call.texts()[1]:
+            return "compaction"
+        return super().classify(call, main)
+
+    def remember(self, stdout: str, stderr: str) -> None:
         """The session id on the turn's JSON events."""
         for line in stdout.splitlines():
             try:
@@ -469,6 +703,15 @@ class Opencode(AgentClient):
 
     def call(self, intent: Intent, project: Path, model: str | None) -> ScriptedToolCall:
         path = str(project / intent.path)
+        if intent.tool == "subagent":
+            return ScriptedToolCall(
+                name="task",
+                input={
+                    "description": "Delegated task",
+                    "prompt": intent.prompt,
+                    "subagent_type": "general",
+                },
+            )
         if intent.tool == "read":
             return ScriptedToolCall(name="read", input={"filePath": path})
         if intent.tool == "edit":
@@ -489,6 +732,12 @@ CLIENTS: Mapping[ClientName, type[AgentClient]] = {
     "codex": Codex,
     "gemini-cli": GeminiCli,
 }
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def npm_available() -> bool:

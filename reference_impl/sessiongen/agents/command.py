@@ -70,7 +70,7 @@ def add_agents_parser(commands: Any) -> argparse.ArgumentParser:
 def run_agents_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.agents_command == "conform":
         return conform.main(args)
-    from .clients import CLIENTS, ClientNotInstalled, agents_dir
+    from .clients import CLIENTS, ClientNotInstalled, UnsupportedIntent, agents_dir
     from .run import run_scenario
     from .scenario import ScenarioError, load_scenario
 
@@ -91,7 +91,7 @@ def run_agents_command(parser: argparse.ArgumentParser, args: argparse.Namespace
         run = run_scenario(
             client.name, scenario, args.out, root=root, model=args.model, timeout=args.timeout
         )
-    except ClientNotInstalled as exc:
+    except (ClientNotInstalled, UnsupportedIntent) as exc:
         print(f"sessiongen agents run: {exc}", file=sys.stderr)
         return 2
     for turn in run.turns:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,8 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from ..emulator import BackgroundServer, EmulatorState, ScriptedResponse, ScriptMatch
-from .clients import CLIENTS, AgentClient, CallKind, ClientName, agents_dir
-from .scenario import Scenario
+from ..llm.types import Usage
+from .clients import (
+    CLIENTS,
+    AgentClient,
+    CallKind,
+    ClientName,
+    Continuation,
+    UnsupportedIntent,
+    agents_dir,
+)
+from .process import LOG_BYTES, Workspace, run_process
+from .scenario import Scenario, Turn
 from .wire import WireCall, read_call, shared_prefix_tokens
 
 REPORT_COLUMNS = (
@@ -54,8 +62,6 @@ REPORT_COLUMNS = (
 the session's previous turn request (whole positions, as the cache hashes them)."""
 
 TURN_TIMEOUT = 180.0
-LOG_BYTES = 4 * 1024 * 1024
-"""A turn's stdout or stderr kept in `logs/`, at most."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,17 @@ class CallRow:
     read: int
     output_tokens: int
     shared_prefix_tokens: int
+
+    @property
+    def usage(self) -> Usage:
+        """The call's billed counts as the LLM layer's `Usage` (what prices it)."""
+        return Usage(
+            input_tokens=self.uncached,
+            output_tokens=self.output_tokens,
+            cache_read_tokens=self.read,
+            cache_write_5m_tokens=self.written_5m,
+            cache_write_1h_tokens=self.written_1h,
+        )
 
 
 @dataclass(frozen=True)
@@ -113,6 +130,16 @@ def run_scenario(
     """Run `scenario` with the installed client (`root`: where `sessiongen agents install`
     put it) and write the run's files into `out`. Raises ClientNotInstalled."""
     client = CLIENTS[client_name]()
+    for turn in scenario.turns:
+        if turn.fork_session and not client.can_fork_session:
+            raise UnsupportedIntent(f"{client.name} cannot continue in a fork of the session")
+        if turn.command == "compact" and not client.can_compact:
+            raise UnsupportedIntent(
+                f"{client.name} has no compaction command when run non-interactively"
+            )
+        for step in turn.steps:
+            for intent in step.calls:
+                client.check(intent)
     binary = client.require(root if root is not None else agents_dir())
     out.mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
@@ -124,26 +151,22 @@ def run_scenario(
         state = EmulatorState()
         with BackgroundServer(state) as server:
             env = client.prepare(home, project, server.url)
+            workspace = Workspace(binary, project, env, timeout)
             for index, turn in enumerate(scenario.turns):
                 state.clock.advance(turn.idle_before)
-                loop = ScriptMatch(tools=[client.loop_tool(model)])
-                state.queue_responses(
-                    [
-                        ScriptedResponse(
-                            match=loop,
-                            text=step.say,
-                            thinking=step.think,
-                            tool_calls=[client.call(c, project, model) for c in step.calls],
-                        )
-                        for step in turn.steps
-                    ]
-                )
+                state.queue_responses(_script(client, turn, project, model))
                 before = {entry["id"] for entry in state.requests()}
-                argv = client.turn(
-                    binary, turn.prompt, model=model, resume=index > 0 and not turn.new_session
+                log = out / "logs" / f"turn-{index + 1}"
+                if turn.command == "compact":
+                    code = client.compact(workspace, log, model)
+                else:
+                    argv = client.turn(
+                        binary, turn.prompt, model=model, session=_continuation(index, turn)
+                    )
+                    code = run_process(argv, workspace, log)
+                client.remember(
+                    _read_log(log.with_suffix(".stdout")), _read_log(log.with_suffix(".stderr"))
                 )
-                code = _run_turn(argv, project, env, out / "logs" / f"turn-{index + 1}", timeout)
-                client.remember(_read_log(out / "logs" / f"turn-{index + 1}.stdout"))
                 new = [e["id"] for e in state.requests() if e["id"] not in before]
                 turn_of.update((request_id, index + 1) for request_id in new)
                 outcomes.append(TurnOutcome(index + 1, code, len(new), state.clear_script()))
@@ -157,6 +180,40 @@ def run_scenario(
     return run
 
 
+def _continuation(index: int, turn: Turn) -> Continuation:
+    if index == 0 or turn.new_session:
+        return "new"
+    return "fork" if turn.fork_session else "resume"
+
+
+def _script(
+    client: AgentClient, turn: Turn, project: Path, model: str | None
+) -> list[ScriptedResponse]:
+    """The turn's steps for the agent loop's requests, each subagent's reply right after the
+    loop's steps that start it (`AgentClient.parent_only_tool` tells the two apart)."""
+    delegates = any(c.tool == "subagent" for step in turn.steps for c in step.calls)
+    loop_tool, parent_tool = client.loop_tool(model), client.parent_only_tool
+    forks = any(c.fork for step in turn.steps for c in step.calls)
+    # A fork is offered the loop's very tools (its prefix is the loop's): served in order.
+    apart = [parent_tool] if delegates and parent_tool and not forks else []
+    # A command's request (a compaction) need not offer the loop's tools.
+    loop = ScriptMatch(tools=[loop_tool, *apart]) if turn.command is None else None
+    child = ScriptMatch(tools=[loop_tool], without=apart)
+    script: list[ScriptedResponse] = []
+    for step in turn.steps:
+        calls = [client.call(c, project, model) for c in step.calls]
+        script.append(
+            ScriptedResponse(match=loop, text=step.say, thinking=step.think, tool_calls=calls)
+        )
+        for intent in (c for c in step.calls if c.tool == "subagent"):
+            script += [
+                ScriptedResponse(match=loop, tool_calls=[call])
+                for call in client.after_spawn(intent)
+            ]
+            script.append(client.subagent_reply(intent).model_copy(update={"match": child}))
+    return script
+
+
 def _make_project(project: Path, files: Mapping[str, str]) -> None:
     project.mkdir(parents=True)
     for relative, text in files.items():
@@ -167,36 +224,6 @@ def _make_project(project: Path, files: Mapping[str, str]) -> None:
     git = ["git", "-c", "user.name=sessiongen", "-c", "user.email=agents@sessiongen.invalid"]
     for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "scenario", "--allow-empty"]):
         subprocess.run([*git, *command], cwd=project, capture_output=True, timeout=60, check=False)
-
-
-def _run_turn(
-    argv: Sequence[str], project: Path, env: Mapping[str, str], log: Path, timeout: float
-) -> int | None:
-    """Run one turn in its own process group (killed whole past `timeout`); its output to
-    `log`.stdout and `log`.stderr, each cut at LOG_BYTES."""
-    with (
-        open(log.with_suffix(".stdout"), "wb") as stdout,
-        open(log.with_suffix(".stderr"), "wb") as stderr,
-    ):
-        process = subprocess.Popen(
-            list(argv),
-            cwd=project,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-        )
-        try:
-            return process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return None
-        finally:
-            for stream in (stdout, stderr):
-                if stream.tell() > LOG_BYTES:
-                    stream.truncate(LOG_BYTES)
 
 
 def _read_log(path: Path) -> str:
@@ -214,8 +241,7 @@ def report_rows(
     rows: list[CallRow] = []
     previous: WireCall | None = None
     for number, (call, turn) in enumerate(zip(calls, turns, strict=True), start=1):
-        system, user = _texts(call)
-        kind = client.classify(system, user, call.tool_names(), call.model == main)
+        kind = client.classify(call, call.model == main)
         usage = call.usage
         shared = shared_prefix_tokens(call.blocks, previous.blocks) if previous else 0
         rows.append(
@@ -237,36 +263,6 @@ def report_rows(
         if kind == "turn" and call.status == 200:
             previous = call
     return rows
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Mapping):
-        return str(content.get("text") or "")
-    if isinstance(content, list):
-        return "\n".join(_text_of(part) for part in content)
-    return ""
-
-
-def _texts(call: WireCall) -> tuple[str, str]:
-    """The call's system prompt and its last user text, whatever the provider."""
-    body = call.body
-    if call.provider == "gemini":
-        system = _text_of((body.get("systemInstruction") or {}).get("parts"))
-        users = [c for c in body.get("contents") or [] if c.get("role", "user") == "user"]
-        return system, _text_of(users[-1].get("parts")) if users else ""
-    if call.provider == "openai":
-        items = body.get("input") if "input" in body else body.get("messages")
-        items = [items] if isinstance(items, str) else items or []
-        system = str(body.get("instructions") or "") + "\n".join(
-            _text_of(i.get("content")) for i in items if i.get("role") in ("system", "developer")
-        )
-        users = [i for i in items if isinstance(i, Mapping) and i.get("role") == "user"]
-        return system, _text_of(users[-1].get("content")) if users else ""
-    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
-    last = _text_of(users[-1].get("content")) if users else ""
-    return _text_of(body.get("system")), last
 
 
 def _event_lines(

@@ -9,8 +9,9 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .clients import Intent
 
@@ -37,12 +38,29 @@ class Turn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    prompt: str = Field(min_length=1)
+    prompt: str = ""
+    command: Literal["compact"] | None = None
+    """Instead of a prompt, the client's own command: `compact` is its compaction
+    (Claude Code's `/compact`, Gemini CLI's `/compress`, ...); its steps, if any, answer
+    whatever request the command makes."""
     idle_before: float = Field(default=0.0, ge=0.0, le=30 * 86_400)
     """Virtual seconds between the previous turn and this one (the cache's clock)."""
     new_session: bool = False
     """Start a new session instead of continuing the previous turn's."""
-    steps: list[Step] = Field(min_length=1)
+    fork_session: bool = False
+    """Continue in a fork of the previous turn's session: a new session with its history
+    copied (opencode `run --fork`, Claude Code `--fork-session`, Codex `exec fork`)."""
+    steps: list[Step] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _prompt_or_command(self) -> Turn:
+        if bool(self.prompt) == (self.command is not None):
+            raise ValueError("give a prompt or a command, not both")
+        if self.new_session and self.fork_session:
+            raise ValueError("a new session cannot also be a fork")
+        if self.command is None and not self.steps:
+            raise ValueError("a prompt needs at least one step")
+        return self
 
 
 class Scenario(BaseModel):

@@ -48,6 +48,10 @@ class WireCall:
         """The tools the request offered, whatever the provider's spelling."""
         return _tool_names(self.provider, self.body)
 
+    def texts(self) -> tuple[str, str]:
+        """The request's system prompt and its last user text, whatever the provider."""
+        return _texts(self)
+
 
 def read_call(entry: Mapping[str, Any]) -> WireCall:
     """`entry` (one item of the log's `requests`) as a WireCall."""
@@ -136,3 +140,33 @@ def _tool_names(provider: str, body: Mapping[str, Any]) -> list[str]:
         if name:
             names.append(str(name))
     return names
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping):
+        return str(content.get("text") or "")
+    if isinstance(content, list):
+        return "\n".join(_text_of(part) for part in content)
+    return ""
+
+
+def _texts(call: WireCall) -> tuple[str, str]:
+    """The call's system prompt and its last user text, whatever the provider."""
+    body = call.body
+    if call.provider == "gemini":
+        system = _text_of((body.get("systemInstruction") or {}).get("parts"))
+        users = [c for c in body.get("contents") or [] if c.get("role", "user") == "user"]
+        return system, _text_of(users[-1].get("parts")) if users else ""
+    if call.provider == "openai":
+        items = body.get("input") if "input" in body else body.get("messages")
+        items = [items] if isinstance(items, str) else items or []
+        system = str(body.get("instructions") or "") + "\n".join(
+            _text_of(i.get("content")) for i in items if i.get("role") in ("system", "developer")
+        )
+        users = [i for i in items if isinstance(i, Mapping) and i.get("role") == "user"]
+        return system, _text_of(users[-1].get("content")) if users else ""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    last = _text_of(users[-1].get("content")) if users else ""
+    return _text_of(body.get("system")), last

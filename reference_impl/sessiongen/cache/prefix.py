@@ -271,6 +271,23 @@ def _tool_result_marker(block: dict[str, Any], path: str) -> TTL | None:
     return marker
 
 
+ATTRIBUTION_PREFIX = "x-anthropic-billing-header:"
+_ATTRIBUTION_BLOCK = {"type": "text", "text": ATTRIBUTION_PREFIX}
+
+
+def _is_attribution(block: Mapping[str, Any]) -> bool:
+    """Claude Code's attribution line (its first system block, `x-anthropic-billing-header:
+    cc_version=...; cc_entrypoint=...; cch=...;`), which changes with every request (`cch`)
+    and marks a subagent (`cc_is_subagent=true`) and yet does not split the cache on
+    Anthropic's own API: "Anthropic's official server knows how to handle this header",
+    while third-party prefix caches see 0% hits (NanmiCoder/cc-haha#503; anthropics/
+    claude-code#68900; sglang PR #21064 strips it for the same reason). Its text is left
+    out of the prefix hash; its tokens still count (UNCONFIRMED: whether it is billed)."""
+    return block.get("type", "text") == "text" and str(block.get("text", "")).startswith(
+        ATTRIBUTION_PREFIX
+    )
+
+
 def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
     raws: list[_Raw] = []
     h = GENESIS
@@ -318,7 +335,7 @@ def _flatten(body: Mapping[str, Any]) -> list[_Raw]:
             "system",
             path,
             str(block.get("type", "text")),
-            block,
+            _ATTRIBUTION_BLOCK if _is_attribution(block) else block,
             count_content_tokens(block),
             cacheable,
             _marker(block, path),

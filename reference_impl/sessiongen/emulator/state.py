@@ -98,11 +98,16 @@ class ScriptMatch(BaseModel):
     """The request's model, exactly or as a shell pattern (`claude-haiku-*`)."""
     tools: list[str] = Field(default_factory=list)
     """Tool names the request must offer, every one of them."""
+    without: list[str] = Field(default_factory=list)
+    """Tool names the request must not offer, none of them (a subagent is told from its
+    parent by the spawn tool it lacks)."""
 
     def fits(self, model: str, tools: Collection[str]) -> bool:
         if self.model is not None and not fnmatchcase(model, self.model):
             return False
-        return all(name in tools for name in self.tools)
+        return all(name in tools for name in self.tools) and not any(
+            name in tools for name in self.without
+        )
 
 
 class ScriptedResponse(BaseModel):

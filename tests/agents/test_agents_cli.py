@@ -62,8 +62,10 @@ def test_an_unknown_scenario_names_the_shipped_ones(tmp_path: Path) -> None:
         ('name = "x"\n[[turns]]\nprompt = "p"\nsteps = []\n', "a prompt needs at least one step"),
         ('name = "x"\n[[turns]]\nprompt = "p"\ncommand = "compact"\n', "a prompt or a command"),
         ('name = "x"\n[[turns]]\ncommand = "undo"\n', "turns.0.command"),
-        ('name = "x"\n[[turns]]\nprompt = "p"\nnew_session = true\nfork_session = true\n'
-         '[[turns.steps]]\nsay = "ok"\n', "a new session cannot also be a fork"),
+        ('name = "x"\n[[turns]]\ncommand = "compact"\n', "the first turn opens the session"),
+        ('name = "x"\n[[turns]]\nprompt = "p"\n[[turns.steps]]\nsay = "ok"\n[[turns]]\n'
+         'prompt = "q"\nnew_session = true\nfork_session = true\n[[turns.steps]]\nsay = "ok"\n',
+         "a new session has nothing to fork or compact"),
         ('name = "x"\n[files]\n"../escape.py" = "x"\n[[turns]]\nprompt = "p"\n'
          '[[turns.steps]]\nsay = "ok"\n', "must stay inside the project"),
         ('name = "x"\n[[turns]]\nprompt = "p"\n[[turns.steps]]\n'

@@ -56,8 +56,8 @@ class Turn(BaseModel):
     def _prompt_or_command(self) -> Turn:
         if bool(self.prompt) == (self.command is not None):
             raise ValueError("give a prompt or a command, not both")
-        if self.new_session and self.fork_session:
-            raise ValueError("a new session cannot also be a fork")
+        if self.new_session and (self.fork_session or self.command):
+            raise ValueError("a new session has nothing to fork or compact")
         if self.command is None and not self.steps:
             raise ValueError("a prompt needs at least one step")
         return self
@@ -71,6 +71,13 @@ class Scenario(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
     """The project's files, relative path to text."""
     turns: list[Turn] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _first_turn_opens_the_session(self) -> Scenario:
+        first = self.turns[0]
+        if first.command is not None or first.fork_session:
+            raise ValueError("the first turn opens the session: a prompt, not a command or a fork")
+        return self
 
 
 def scenario_names() -> list[str]:

@@ -19,12 +19,13 @@ calibrated on `benchmarks/data/token_recordings.jsonl`):
 Counting is defined on each wire body, position by position (the positions the emulator's
 cache model flattens). On the Messages wire `count_tool_definition_tokens` counts one entry
 of `tools` and `count_content_tokens` one content block (the byte-based part), and
-`model_positions` adds the model's share; the engine counts an `LLMRequest` by lowering it
-to that body first (`count_request_tokens`), so the engine's overflow check, the emulator's
-`count_tokens` and `usage` and the cache's prefix sums agree exactly; whatever the lowering
-drops (for example reasoning without a signature) costs nothing on either side. The OpenAI
-and Gemini wires are counted by `openai_chat_positions`, `openai_responses_positions` and
-`gemini_positions`, one count per cached position.
+`model_positions` adds the model's share. The OpenAI and Gemini wires are counted by
+`openai_chat_positions`, `openai_responses_positions` and `gemini_positions`, one count per
+cached position. The engine counts an `LLMRequest` by lowering it as the provider of its
+model does (the catalog says which) and counting that body (`count_request_tokens`), so the
+engine's overflow check, the emulator's `count_tokens` and `usage` and the cache's prefix
+sums agree exactly on every provider; whatever the lowering drops (for example reasoning
+without a signature) costs nothing on either side.
 """
 
 from __future__ import annotations
@@ -126,13 +127,37 @@ def count_tool_definition_tokens(tool: Mapping[str, Any]) -> int:
     return count_json_tokens(without_cache_control(tool))
 
 
-def count_request_tokens(request: LLMRequest) -> int:
-    """Input tokens of a provider-neutral request: its lowered wire body, counted as the
-    emulator bills it (framing and the tool-use system prompt included)."""
-    # Imported here: the llm package imports this module (the scripted client counts usage).
-    from .llm.anthropic_wire import lower_request  # Anthropic is the only provider today
+def provider_of(model: str) -> str:
+    """The provider a model id goes to, from the catalog; Anthropic for an id it does not
+    know (a scripted test double's)."""
+    from .cache.catalog import UnknownModel, get_model  # the cache package imports this one
 
-    return count_model_body_tokens(lower_request(request))
+    try:
+        return get_model(model).provider
+    except UnknownModel:
+        return "anthropic"
+
+
+def count_request_tokens(request: LLMRequest) -> int:
+    """Input tokens of a provider-neutral request: lowered as the provider of its model
+    lowers it, and counted as that provider's wire is billed (framing and the tool-use
+    system prompt included). Bedrock's Converse bills Claude as the Messages API does."""
+    # Imported here: the llm package imports this module (the scripted client counts usage).
+    from .llm import anthropic_wire, gemini_wire, openai_wire
+
+    provider = provider_of(request.model)
+    if provider == "openai":
+        return sum(openai_chat_positions(openai_wire.lower_request(request)))
+    if provider == "gemini":
+        body = gemini_wire.rest_body(gemini_wire.lower_request(request))
+        return sum(gemini_positions(body, declarations_of(body), request.model))
+    return count_model_body_tokens(anthropic_wire.lower_request(request))
+
+
+def declarations_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The function declarations of a generateContent body's tools."""
+    tools = body.get("tools") or []
+    return [d for tool in tools for d in tool.get("functionDeclarations") or []]
 
 
 # --- token facts (cache/tokens.json) -------------------------------------------------------

@@ -18,6 +18,7 @@ from ..llm.bedrock_wire import usage_from_bedrock
 from ..llm.gemini_wire import usage_from_gemini
 from ..llm.openai_wire import usage_from_openai
 from ..llm.types import Usage
+from ..tokens import declarations_of
 
 _GEMINI_PATH = re.compile(r"/models/(?P<model>[^/:]+):")
 _BEDROCK_PATH = re.compile(r"/model/(?P<model>[^/]+)/converse")
@@ -102,7 +103,7 @@ def _blocks(provider: str, path: str, model: str, body: Mapping[str, Any]) -> li
     if provider == "openai":
         return openai.flatten(body, path)[0]
     if provider == "gemini":
-        return gemini.flatten(body, gemini.declarations_of(body), model)
+        return gemini.flatten(body, declarations_of(body), model)
     messages = to_messages_body(model, body) if provider == "bedrock" else body
     return for_model(flatten_request(messages), messages).flat()
 
@@ -121,7 +122,7 @@ def _usage(provider: str, usage: Any) -> Usage:
 
 def _tool_names(provider: str, body: Mapping[str, Any]) -> list[str]:
     if provider == "gemini":
-        return [str(d.get("name")) for d in gemini.declarations_of(body)]
+        return [str(d.get("name")) for d in declarations_of(body)]
     if provider == "bedrock":
         tools = (body.get("toolConfig") or {}).get("tools") or []
         return [str((t.get("toolSpec") or {}).get("name")) for t in tools if "toolSpec" in t]

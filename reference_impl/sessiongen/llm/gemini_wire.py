@@ -209,6 +209,24 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
     }
 
 
+_REQUEST_FIELDS = frozenset({"systemInstruction", "tools", "toolConfig", "cachedContent"})
+"""The fields of `config` that the SDK sends at the top of the REST body; the rest go in
+`generationConfig` (google-genai's `_GenerateContentParameters_to_mldev`)."""
+
+
+def rest_body(call: Mapping[str, Any]) -> dict[str, Any]:
+    """`lower_request`'s keyword arguments as the REST body the SDK sends (what the API
+    bills): `contents`, and `config` split between the request's own fields and
+    `generationConfig`, every name in camelCase."""
+    config = camel_case_body(dict(call.get("config") or {}))
+    body: dict[str, Any] = {"contents": camel_case_body(list(call.get("contents") or []))}
+    body.update({k: v for k, v in config.items() if k in _REQUEST_FIELDS})
+    generation = {k: v for k, v in config.items() if k not in _REQUEST_FIELDS}
+    if generation:
+        body["generationConfig"] = generation
+    return body
+
+
 def _call_names(messages: tuple[LLMMessage, ...]) -> dict[str, str]:
     return {
         part.id: part.name

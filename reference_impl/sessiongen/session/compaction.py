@@ -3,14 +3,14 @@ record a durable compaction marker; later history starts at the summary."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from ..errors import ContextOverflow
 from ..llm.client import LLMClient, collect
 from ..llm.types import LLMMessage, LLMRequest
 from ..model import CompactionCompleted, TextPart, UserMessage, message_id
-from ..tokens import count_model_body_tokens, count_request_tokens
+from ..tokens import count_model_body_tokens, count_request_tokens, provider_of
 from .context import Snapshot
 from .request import SessionModelRequest
 from .store import SessionStore
@@ -46,11 +46,25 @@ _THINKING = frozenset({"thinking", "redacted_thinking"})
 _WHOLE_BODY_KEYS = frozenset({"model", "messages", "system", "tools"})
 
 
+def counting_key(model: str) -> Hashable:
+    """What a count depends on besides the content: the model's catalogued facts (its
+    tokenizer multiplier, tool-use prompt, thinking rules), as values. A count kept under
+    them is never served after they change (`override_model`, an alias); an id the catalog
+    does not know is its own key."""
+    from ..cache.catalog import UnknownModel, get_model  # as `context_window` imports it
+
+    try:
+        return get_model(model)
+    except UnknownModel:
+        return model
+
+
 def _count_message(message: LLMMessage, model: str) -> int | None:
     """One message's tokens as part of a request to `model`; None if it lowers to thinking."""
     counts = message_counts(message)
-    if model in counts:
-        return counts[model]
+    key = counting_key(model)
+    if key in counts:
+        return counts[key]
     from ..llm.anthropic_wire import lower_message  # as `count_request_tokens` imports it
 
     # The body of a request with this message alone (as `lower_request` lowers it; its
@@ -58,12 +72,20 @@ def _count_message(message: LLMMessage, model: str) -> int | None:
     body: dict[str, Any] = {"model": model, "messages": [lower_message(message)]}
     thinking = any(b.get("type") in _THINKING for m in body["messages"] for b in m["content"])
     tokens = None if thinking else count_model_body_tokens(body)
-    counts[model] = tokens
+    counts[key] = tokens
     return tokens
 
 
+_MESSAGES_LOWERING = frozenset({"anthropic", "bedrock"})
+"""The providers whose requests are counted as the Messages body (`anthropic_wire`), the
+lowering the per-message memo below counts with."""
+
+
 def request_tokens(request: LLMRequest) -> int:
-    """`count_request_tokens(request)`, counting only messages not counted before."""
+    """`count_request_tokens(request)`, counting only messages not counted before (on the
+    providers counted as a Messages body; the others are counted whole)."""
+    if provider_of(request.model) not in _MESSAGES_LOWERING:
+        return count_request_tokens(request)
     options = request.provider_options.get("anthropic")
     if options is not None and (
         not isinstance(options, Mapping) or not _WHOLE_BODY_KEYS.isdisjoint(options)
@@ -86,7 +108,7 @@ def _head_tokens(request: LLMRequest) -> int:
     (marks cost nothing), so kept by those."""
     choice = request.tool_choice
     key = (
-        request.model,
+        counting_key(request.model),
         tuple(part.text for part in request.system),
         tuple(t.content_key() for t in request.tools),
         None if choice is None else choice.type,
@@ -106,18 +128,19 @@ def _messages_tokens(messages: tuple[LLMMessage, ...], model: str) -> int | None
     if not isinstance(messages, LLMMessages):
         return _sum_messages(messages, model)
     totals = messages.tokens
-    if model in totals:
-        return totals[model]
+    key = counting_key(model)
+    if key in totals:
+        return totals[key]
     total: int | None
     if messages.base is not None:
         base, keep = messages.base, messages.keep
         total = _changed(_messages_tokens(base, model), base[keep:], messages[keep:], model)
-    elif messages.carried is not None and model in messages.carried[0]:
+    elif messages.carried is not None and key in messages.carried[0]:
         before, removed, added = messages.carried
-        total = _changed(before[model], removed, added, model)
+        total = _changed(before[key], removed, added, model)
     else:
         total = _sum_messages(messages, model)
-    totals[model] = total
+    totals[key] = total
     return total
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, count
@@ -97,7 +97,7 @@ def to_llm_messages(history: Iterable[Message]) -> LLMMessages:
     )
 
 
-Carried = tuple[dict[str, int | None], tuple[LLMMessage, ...], tuple[LLMMessage, ...]]
+Carried = tuple[dict[Hashable, int | None], tuple[LLMMessage, ...], tuple[LLMMessage, ...]]
 
 
 class LLMMessages(tuple[LLMMessage, ...]):
@@ -146,8 +146,8 @@ class LLMMessages(tuple[LLMMessage, ...]):
         return sum_blocks(self)
 
     @kept
-    def tokens(self) -> dict[str, int | None]:
-        """Token totals by model, as `_compaction` counts them (filled there)."""
+    def tokens(self) -> dict[Hashable, int | None]:
+        """Token totals by the model's facts, as `compaction` counts them (filled there)."""
         return {}
 
     @kept
@@ -177,11 +177,11 @@ def sum_blocks(messages: Iterable[LLMMessage]) -> int:
     return sum(map(len, map(_CONTENT, messages)))
 
 
-def message_counts(message: LLMMessage) -> dict[str, int | None]:
-    """The message's own token counts by model (`_compaction` fills them; None: it lowers
+def message_counts(message: LLMMessage) -> dict[Hashable, int | None]:
+    """The message's own token counts by the model's facts (`compaction` fills them; None: it lowers
     to thinking, whose count depends on what follows). Kept on the message, which is
     immutable; a copy of it starts without them."""
-    counts: dict[str, int | None] | None = getattr(message, "_tokens", None)
+    counts: dict[Hashable, int | None] | None = getattr(message, "_tokens", None)
     if counts is None:
         counts = {}
         object.__setattr__(message, "_tokens", counts)

@@ -42,7 +42,7 @@ from starlette.types import Receive, Scope, Send
 from ...cache import FlatBlock, ImplicitRule
 from ...cache.catalog import ModelInfo, UnknownModel, get_model, unknown_model_hint
 from ...llm.gemini_wire import ERROR_STATUSES, camel_case_body
-from ...tokens import canonical_json, gemini_positions
+from ...tokens import canonical_json, declarations_of, gemini_positions
 from ..boundary import CACHED_CONTENT, GENERATE, first_error
 from ..intake import Arrival
 from ..responder import THINKING_SIGNATURE, build_reply, schema_instance
@@ -132,12 +132,6 @@ def _checked(adapter: TypeAdapter[Any], body: Any) -> None:
 def _check_contents(contents: Any) -> None:
     if not contents:
         raise _invalid("* GenerateContentRequest.contents: contents is not specified")
-
-
-def declarations_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The function declarations of a (checked) body's tools."""
-    tools = body.get("tools") or []
-    return [d for tool in tools for d in tool.get("functionDeclarations") or []]
 
 
 def _calling_config(body: Mapping[str, Any], names: set[str]) -> dict[str, Any]:

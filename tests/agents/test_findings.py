@@ -5,9 +5,12 @@ history reload keeps the prefix."""
 
 from __future__ import annotations
 
+import json
+import lzma
 from pathlib import Path
 
 import pytest
+from sessiongen.agents import CLIENTS
 from sessiongen.agents.findings import (
     RecordingError,
     history_reloads,
@@ -15,6 +18,8 @@ from sessiongen.agents.findings import (
     side_call_costs,
     side_call_shares,
 )
+from sessiongen.agents.run import report_rows
+from sessiongen.agents.wire import read_call
 
 RUNS = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "agents"
 
@@ -97,3 +102,15 @@ def test_a_folder_without_runs_or_with_a_foreign_report_is_one_line(tmp_path: Pa
     (run / "run.json").write_text("{")
     with pytest.raises(RecordingError, match="run.json|Expecting"):
         load_runs(tmp_path)
+
+
+def test_each_committed_report_is_what_its_requests_say(runs: list) -> None:  # type: ignore[type-arg]
+    """`report.csv` re-derived from the run's committed requests with today's wire reader and
+    classifier equals the committed one (each call's turn taken from it): a change to either
+    that would change a recorded figure fails here until the runs are recorded again."""
+    for run in runs:
+        folder = RUNS / run.client / run.scenario
+        with lzma.open(folder / "requests.jsonl.xz", "rt", encoding="utf-8") as handle:
+            calls = [read_call(json.loads(line)) for line in handle]
+        again = report_rows(CLIENTS[run.client](), calls, [row.turn for row in run.rows])
+        assert tuple(again) == run.rows, (run.client, run.scenario)

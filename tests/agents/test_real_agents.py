@@ -19,6 +19,12 @@ from sessiongen.agents.clients import ClientName
 from sessiongen.warming.events import load_events
 
 REQUIRED = os.environ.get("SESSIONGEN_REQUIRE_AGENTS") == "1"
+SESSION_HEADERS = {
+    "claude-code": "x-claude-code-session-id",
+    "codex": "session-id",
+    "opencode": "x-session-id",
+}
+"""The header each client names its session in (seen in `notebooks/data/agents/`)."""
 
 
 def _installed(name: ClientName) -> None:
@@ -106,3 +112,13 @@ def test_a_session_fork_starts_from_the_parents_history(name: ClientName, tmp_pa
     parent = [row for row in run.rows if row.kind == "turn" and row.turn == 1][-1]
     fork = next(row for row in run.rows if row.kind == "turn" and row.turn == 2)
     assert fork.shared_prefix_tokens > 0 and fork.prompt_tokens > parent.prompt_tokens
+    # A new session, not the parent resumed: its session header (as each client sends it,
+    # seen in the recorded runs) changes between the turns.
+    entries = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    sessions = [
+        e["headers"].get(SESSION_HEADERS[name])
+        for e in entries
+        if "tools" in e["body"] or "input" in e["body"]
+    ]
+    assert sessions[0] is not None and sessions[-1] is not None
+    assert sessions[-1] != sessions[0], sessions

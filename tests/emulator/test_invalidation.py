@@ -220,3 +220,7 @@ async def test_claude_codes_attribution_line_does_not_split_the_cache(emu: Emu) 
     assert fork.usage.cache_read_input_tokens > NOTHING
     other = await emu.create(**_attributed("x-other-header: cch=36ee5;"))
     assert other.usage.cache_read_input_tokens == 1100
+    # Only the line itself: a system block that merely mentions billing still splits.
+    await emu.create(**_attributed("Our billing rules: invoices monthly."))
+    changed = await emu.create(**_attributed("Our billing rules: invoices weekly."))
+    assert changed.usage.cache_read_input_tokens == 1100

@@ -74,7 +74,9 @@ def latest_user_text(body: Any) -> str:
 class _BodyState(EmulatorState):
     """Takes the reply the ASGI wrapper decided for the request being handled."""
 
-    def pop_response(self, model: str = "", tools: Collection[str] = ()) -> ScriptedResponse | None:
+    def pop_response(
+        self, model: str = "", tools: Collection[str] = (), headers: Collection[str] = ()
+    ) -> ScriptedResponse | None:
         return _reply.get()
 
 

@@ -95,10 +95,12 @@ class AgentClient(ABC):
     a scripted step finds the loop's request (`ScriptMatch`)."""
     spawn_tool: str
     """The tool that starts a subagent."""
-    parent_only_tool: str | None
-    """A tool the loop's requests offer and a subagent's do not: how the two are told apart
-    (None: a subagent is offered the same tools; it runs in the foreground, so the script
-    serves its requests in order)."""
+    subagent_header: str | None = None
+    """A header the client's subagents' requests carry and the loop's do not: how the two
+    are told apart (`ScriptMatch.headers`), whatever order they arrive in."""
+    parent_only_tool: str | None = None
+    """Where there is no such header: a tool the loop's requests offer and a subagent's do
+    not (neither: the script serves the subagent's requests in order)."""
     relative_binary: str
 
     @property
@@ -201,6 +203,8 @@ class AgentClient(ABC):
         text = f"{system}\n{last_user}".lower()
         if any(cue in last_user.lower() for cue in _COMPACTION_CUES):
             return "compaction"
+        if self.subagent_header is not None and self.subagent_header in call.headers:
+            return "subagent"
         if self.turn_tool in tools:
             return "turn" if main and self._parent(tools) else "subagent"
         if "title" in text:
@@ -249,7 +253,7 @@ class ClaudeCode(AgentClient):
     provider = "anthropic"
     turn_tool = "Read"
     spawn_tool = "Agent"
-    parent_only_tool = None
+    subagent_header = "x-claude-code-agent-id"
     compact_prompt = "/compact"
     relative_binary = "node_modules/@anthropic-ai/claude-code/bin/claude.exe"
 
@@ -308,12 +312,6 @@ class ClaudeCode(AgentClient):
     def check(self, intent: Intent) -> None:
         return None
 
-    def classify(self, call: WireCall, main: bool) -> CallKind:
-        """A subagent's request says so in its billing line (`cc_is_subagent=true`)."""
-        if "cc_is_subagent=true" in call.texts()[0]:
-            return "subagent"
-        return super().classify(call, main)
-
     def call(self, intent: Intent, project: Path, model: str | None) -> ScriptedToolCall:
         path = str(project / intent.path)
         if intent.tool == "subagent":
@@ -352,9 +350,8 @@ class Codex(AgentClient):
     provider = "openai"
     turn_tool = "exec_command"
     spawn_tool = "spawn_agent"
-    parent_only_tool = "request_user_input_async"
-    """Seen in 0.169.0: a spawned agent (header `x-openai-subagent: collab_spawn`) is
-    offered every collaboration tool but this one."""
+    subagent_header = "x-openai-subagent"
+    """`collab_spawn` on a spawned agent's requests, fresh or forked (0.169.0)."""
     relative_binary = "node_modules/@openai/codex-linux-*/vendor/*/bin/codex"
 
     def prepare(self, home: Path, project: Path, base_url: str) -> dict[str, str]:
@@ -480,13 +477,15 @@ trace_exporter = "none"
         return ScriptedToolCall(name="exec_command", input={"cmd": command})
 
     def classify(self, call: WireCall, main: bool) -> CallKind:
-        """A spawned agent's requests carry `x-openai-subagent` (`collab_spawn`)."""
+        """Its compaction appends "You are performing a CONTEXT CHECKPOINT COMPACTION" to the
+        session's own request, tools and all."""
         tools = call.tool_names()
         if "context checkpoint compaction" in call.texts()[1].lower():
             return "compaction"
+        if self.subagent_header in call.headers:
+            return "subagent"
         if "exec" in tools or "exec_command" in tools:
-            child = bool(call.headers.get("x-openai-subagent")) or not self._parent(tools)
-            return "subagent" if child or not main else "turn"
+            return "turn" if main else "subagent"
         system, last_user = call.texts()
         if not tools and "summar" in f"{system}\n{last_user}".lower():
             return "compaction"
@@ -606,7 +605,7 @@ class Opencode(AgentClient):
     provider = "anthropic"
     turn_tool = "read"
     spawn_tool = "task"
-    parent_only_tool = "task"
+    subagent_header = "x-parent-session-id"
     relative_binary = "node_modules/.bin/opencode"
 
     def __init__(self) -> None:

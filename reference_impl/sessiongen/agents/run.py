@@ -189,16 +189,25 @@ def _continuation(index: int, turn: Turn) -> Continuation:
 def _script(
     client: AgentClient, turn: Turn, project: Path, model: str | None
 ) -> list[ScriptedResponse]:
-    """The turn's steps for the agent loop's requests, each subagent's reply right after the
-    loop's steps that start it (`AgentClient.parent_only_tool` tells the two apart)."""
+    """The turn's steps for the agent loop's requests, each subagent's reply after the
+    loop's steps that start it. While a turn delegates, the two kinds of request are told
+    apart by the client's subagent header, else by a tool only the parent is offered, else
+    (a subagent offered the parent's very tools) served in order."""
     delegates = any(c.tool == "subagent" for step in turn.steps for c in step.calls)
-    loop_tool, parent_tool = client.loop_tool(model), client.parent_only_tool
     forks = any(c.fork for step in turn.steps for c in step.calls)
-    # A fork is offered the loop's very tools (its prefix is the loop's): served in order.
-    apart = [parent_tool] if delegates and parent_tool and not forks else []
-    # A command's request (a compaction) need not offer the loop's tools.
-    loop = ScriptMatch(tools=[loop_tool, *apart]) if turn.command is None else None
-    child = ScriptMatch(tools=[loop_tool], without=apart)
+    loop_tool = client.loop_tool(model)
+    loop: ScriptMatch | None = ScriptMatch(tools=[loop_tool])
+    child = ScriptMatch(tools=[loop_tool])
+    if turn.command is not None:
+        loop = None  # a command's request (a compaction) need not offer the loop's tools
+    elif delegates and client.subagent_header:
+        header = [client.subagent_header]
+        loop = ScriptMatch(tools=[loop_tool], without_headers=header)
+        child = ScriptMatch(tools=[loop_tool], headers=header)
+    elif delegates and client.parent_only_tool and not forks:
+        apart = [client.parent_only_tool]
+        loop = ScriptMatch(tools=[loop_tool, *apart])
+        child = ScriptMatch(tools=[loop_tool], without=apart)
     script: list[ScriptedResponse] = []
     for step in turn.steps:
         calls = [client.call(c, project, model) for c in step.calls]

@@ -177,7 +177,7 @@ async def _handle(
     result = state.apply_cache(prepared, arrival.started_at)
     # A pre-warm (max_tokens 0) produces nothing, so it leaves the script queue alone.
     scripted = (
-        state.pop_response(str(body["model"]), offered_tools(body))
+        state.pop_response(str(body["model"]), offered_tools(body), arrival.headers)
         if body["max_tokens"] > 0
         else None
     )

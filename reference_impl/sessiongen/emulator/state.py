@@ -101,12 +101,22 @@ class ScriptMatch(BaseModel):
     without: list[str] = Field(default_factory=list)
     """Tool names the request must not offer, none of them (a subagent is told from its
     parent by the spawn tool it lacks)."""
+    headers: list[str] = Field(default_factory=list)
+    """Header names the request must carry, whatever their values (case-insensitive): a
+    client marks its subagents' requests so (Codex `x-openai-subagent`, Claude Code
+    `x-claude-code-agent-id`, opencode `x-parent-session-id`)."""
+    without_headers: list[str] = Field(default_factory=list)
+    """Header names the request must not carry."""
 
-    def fits(self, model: str, tools: Collection[str]) -> bool:
+    def fits(self, model: str, tools: Collection[str], headers: Collection[str] = ()) -> bool:
         if self.model is not None and not fnmatchcase(model, self.model):
             return False
-        return all(name in tools for name in self.tools) and not any(
-            name in tools for name in self.without
+        names = {name.lower() for name in headers}
+        return (
+            all(name in tools for name in self.tools)
+            and not any(name in tools for name in self.without)
+            and all(name.lower() in names for name in self.headers)
+            and not any(name.lower() in names for name in self.without_headers)
         )
 
 
@@ -465,12 +475,15 @@ class EmulatorState:
             self._script.clear()
             return left
 
-    def pop_response(self, model: str = "", tools: Collection[str] = ()) -> ScriptedResponse | None:
-        """The first queued reply for a request for `model` offering `tools` (`ScriptMatch`),
-        taken off the queue; None when no queued reply is for it."""
+    def pop_response(
+        self, model: str = "", tools: Collection[str] = (), headers: Collection[str] = ()
+    ) -> ScriptedResponse | None:
+        """The first queued reply for a request for `model` offering `tools` and carrying the
+        header names `headers` (`ScriptMatch`), taken off the queue; None when no queued
+        reply is for it."""
         with self._lock:
             for index, entry in enumerate(self._script):
-                if entry.match is None or entry.match.fits(model, tools):
+                if entry.match is None or entry.match.fits(model, tools, headers):
                     del self._script[index]
                     return entry
             return None

@@ -401,7 +401,7 @@ async def handle(state: EmulatorState, request: Request, model_id: str, stream: 
         return _error(exc.status, request_id, exc.message, exc.code)
 
     result = state.apply_cache(prepared, started_at)
-    scripted = state.pop_response(model_id, offered_tools(messages_body))
+    scripted = state.pop_response(model_id, offered_tools(messages_body), arrival.headers)
     reply = build_reply(messages_body, scripted, state.next_tool_use_id)
     usage = converse_usage(result.usage, reply.output_tokens)
     content = converse_content(reply.content)

@@ -431,7 +431,8 @@ async def _handle(state: EmulatorState, request: Request, model: str, method: st
     if cached is not None:
         # The named content is read whole; the implicit cache may reach further (UNCONFIRMED).
         read = max(read, cached.tokens)
-    scripted = state.pop_response(info.id, [str(d.get("name")) for d in declarations])
+    names = [str(d.get("name")) for d in declarations]
+    scripted = state.pop_response(info.id, names, arrival.headers)
     generation = effective.get("generationConfig") or {}
     schema = generation.get("responseJsonSchema") or generation.get("responseSchema")
     if scripted is None and generation.get("responseMimeType") == "application/json" and schema:

@@ -35,7 +35,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any, NamedTuple
 
 from fastapi import APIRouter, Request
@@ -449,7 +449,14 @@ def _call_tokens(name: str, args: Arguments) -> int:
 
 
 class _Outcome:
-    def __init__(self, state: EmulatorState, body: dict[str, Any], path: str, now: float) -> None:
+    def __init__(
+        self,
+        state: EmulatorState,
+        body: dict[str, Any],
+        path: str,
+        now: float,
+        headers: Collection[str] = (),
+    ) -> None:
         info = _validate_common(body, path)
         if path == CHAT_PATH:
             _validate_chat(body)
@@ -466,7 +473,8 @@ class _Outcome:
         )
         self.prompt_tokens = total
         self.cached = result.read_tokens // CACHE_INCREMENT * CACHE_INCREMENT
-        self.scripted = state.pop_response(str(body.get("model")), _tool_names(body, path))
+        tools = _tool_names(body, path)
+        self.scripted = state.pop_response(str(body.get("model")), tools, headers)
         self.text, calls, self.truncated = _reply(body, path, self.scripted)
         self.calls = [
             (cid or "call_" + state.next_tool_use_id().split("_", 1)[1], name, args)
@@ -697,7 +705,7 @@ async def _handle(state: EmulatorState, request: Request, path: str) -> Response
     try:
         if not arrival.parsed:
             raise OpenAIError(400, "We could not parse the JSON body of your request.")
-        outcome = _Outcome(state, body, path, started_at)
+        outcome = _Outcome(state, body, path, started_at, arrival.headers)
     except OpenAIError as exc:
         record(exc.status, None)
         return error_response(exc.status, request_id, exc.message, param=exc.param, code=exc.code)

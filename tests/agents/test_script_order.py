@@ -22,19 +22,19 @@ def test_a_subagent_that_asks_first_still_gets_its_own_reply(name: ClientName) -
     state = EmulatorState()
     state.queue_responses(_script(client, turn, Path("/project"), None))
     loop_tool = client.loop_tool(None)
-    parent = ([loop_tool, client.spawn_tool], [])
+    parent: tuple[list[str], list[str]] = ([loop_tool, client.spawn_tool], [])
     # A subagent marked by a header may be offered every tool of its parent; one told apart
     # by a tool only the parent has lacks that tool.
+    child: tuple[list[str], list[str]] = ([loop_tool], [])
     if client.subagent_header:
         child = ([loop_tool, client.spawn_tool], [client.subagent_header])
-    else:
-        child = ([loop_tool], [])
     first = state.pop_response("m", *parent)
     spawn = state.pop_response("m", *parent)
     assert first is not None and spawn is not None
     assert [c.name for c in spawn.tool_calls] == [client.spawn_tool]
     # The child asks before the parent's next request.
     reply = state.pop_response("m", *child)
+    assert reply is not None
     assert reply == client.subagent_reply(intent).model_copy(update={"match": reply.match})
     rest = []
     while (entry := state.pop_response("m", *parent)) is not None:

@@ -237,12 +237,12 @@ class _SgGenerate(_Wire):
     revision: int
 
 
-class SessiongenAdapter:
-    """Our HTTP API (`sessiongen serve`, docs/http.md): sessions, durable turns and
-    generate under `/api/session`, errors as application/problem+json."""
+class _HttpAdapter:
+    """What every HTTP adapter is built from: the server's base URL, a token for its
+    `Authorization` header (in the adapter's own scheme), the agent to create sessions
+    with, and the time and transport of its requests."""
 
-    name = "sessiongen"
-    tools_policies: tuple[str, ...] = ("definitions", "choice_none", "no_tools")
+    label: ClassVar[str]
 
     def __init__(
         self,
@@ -253,11 +253,29 @@ class SessiongenAdapter:
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = {"Authorization": self.authorization(token)} if token else {}
         self.http = _Http(
-            "sessiongen server", base_url, headers=headers, timeout=timeout, transport=transport
+            self.label, base_url, headers=headers, timeout=timeout, transport=transport
         )
         self.agent = agent
+
+    @staticmethod
+    def authorization(token: str) -> str:
+        raise NotImplementedError
+
+
+class SessiongenAdapter(_HttpAdapter):
+    """Our HTTP API (`sessiongen serve`, docs/http.md): sessions, durable turns and
+    generate under `/api/session`, errors as application/problem+json."""
+
+    name = "sessiongen"
+    tools_policies: tuple[str, ...] = ("definitions", "choice_none", "no_tools")
+
+    label = "sessiongen server"
+
+    @staticmethod
+    def authorization(token: str) -> str:
+        return f"Bearer {token}"
 
     def check(self) -> None:
         response = self.http.request("GET", "/api/health")
@@ -335,7 +353,7 @@ class _OcGenerate(_Wire):
     data: _OcGenerated
 
 
-class OpencodeAdapter:
+class OpencodeAdapter(_HttpAdapter):
     """opencode's HTTP API (`opencode serve`, default port 4096): `GET /global/health`,
     `POST /session`, `POST /session/{id}/message` (a turn, answered when it is done),
     `GET /session/{id}` and `GET /session/{id}/message`, and generate at
@@ -352,24 +370,14 @@ class OpencodeAdapter:
     session_path: ClassVar[str] = "/session"
     generate_path: ClassVar[str] = "/api/session/{sessionID}/generate"
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        agent: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        headers: dict[str, str] = {}
-        if token:
-            user = os.environ.get("OPENCODE_SERVER_USERNAME") or "opencode"
-            pair = base64.b64encode(f"{user}:{token}".encode()).decode("ascii")
-            headers["Authorization"] = f"Basic {pair}"
-        self.http = _Http(
-            "opencode server", base_url, headers=headers, timeout=timeout, transport=transport
-        )
-        self.agent = agent
+    label = "opencode server"
+
+    @staticmethod
+    def authorization(token: str) -> str:
+        """Basic auth, as `opencode serve` asks with OPENCODE_SERVER_PASSWORD set."""
+        user = os.environ.get("OPENCODE_SERVER_USERNAME") or "opencode"
+        pair = base64.b64encode(f"{user}:{token}".encode()).decode("ascii")
+        return f"Basic {pair}"
 
     def check(self) -> None:
         response = self.http.request("GET", self.health_path)

@@ -105,7 +105,7 @@ class LLMMessages(tuple[LLMMessage, ...]):
 
     A tuple, so it goes wherever a request's messages go; it is immutable, so what is
     computed about it once stays true and is kept on it (never in a table elsewhere):
-    its content block count (`blocks`), its token totals by model (`_compaction`), and its
+    its content block count (`blocks`), its token totals by the model's facts (`compaction`), and its
     variants with cache marks placed (`cache_policy`). How it was made is kept too:
 
     * `base`, `keep`: it is `base[:keep]` followed by its own messages from `keep` on (a

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["InsecureBind", "bearer_token", "check_bind", "is_loopback", "probe", "token_matches"]
 
@@ -89,3 +91,35 @@ def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
 def token_matches(given: bytes, token: bytes) -> bool:
     """The token check both servers make, in constant time."""
     return hmac.compare_digest(given, token)
+
+
+class BearerGate:
+    """The one bearer check of both servers, as ASGI middleware: every HTTP request whose
+    path `is_open` does not admit needs `Authorization: Bearer <token>`, compared in
+    constant time and checked before the body is read. A refusal is the server's own 401,
+    built by `refusal(detail, scope)` in its error shape (`detail` says whether a token
+    came: "no bearer token" or "a wrong bearer token")."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        is_open: Callable[[str], bool],
+        refusal: Callable[[str, Scope], ASGIApp],
+    ) -> None:
+        self.app = app
+        self.token = token.encode()
+        self.is_open = is_open
+        self.refusal = refusal
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.is_open(str(scope["path"])):
+            await self.app(scope, receive, send)
+            return
+        given = bearer_token(scope["headers"])
+        if token_matches(given, self.token):
+            await self.app(scope, receive, send)
+            return
+        detail = "a wrong bearer token" if given else "no bearer token"
+        await self.refusal(detail, scope)(scope, receive, send)

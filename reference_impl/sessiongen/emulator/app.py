@@ -11,9 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
 
-from .._bind import bearer_token, token_matches
+from .._bind import BearerGate
 from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
 from .intake import Arrival, ReadBody, read_body, refuse
 from .providers import provider_prefixes, provider_routers
@@ -220,43 +220,22 @@ async def _handle(
     return JSONResponse(message, headers=extra_headers)
 
 
-class _AdminAuth:
-    """With a token: every path outside the providers' APIs (`/v1/...` and each provider
-    module's `PATH_PREFIXES`), so all of `/_emulator/*`, needs `Authorization: Bearer <token>`, compared in constant time and
-    checked before the body is read; otherwise 401 in the API's error shape.
-
-    Deny by default: an admin route added later is guarded without being listed here. The
-    refusal carries no request id, because taking one would move the deterministic ids
-    (`req_000001`, ...) that the emulator's own clients count on.
-    """
-
-    def __init__(self, app: ASGIApp, *, token: str) -> None:
-        self.app = app
-        self.token = token.encode()
-        self.open_prefixes = (API_PREFIX, *provider_prefixes())
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or str(scope["path"]).startswith(self.open_prefixes):
-            await self.app(scope, receive, send)
-            return
-        given = bearer_token(scope["headers"])
-        if token_matches(given, self.token):
-            await self.app(scope, receive, send)
-            return
-        detail = "a wrong bearer token" if given else "no bearer token"
-        body = error_body(
-            401,
-            f"{detail}: this emulator's admin API requires Authorization: Bearer <token>",
-            "",
-            "authentication_error",
-        )
-        body["request_id"] = None
-        response = JSONResponse(
-            body,
-            status_code=401,
-            headers={"WWW-Authenticate": 'Bearer realm="sessiongen-emulator"'},
-        )
-        await response(scope, receive, send)
+def _admin_refusal(detail: str, scope: Scope) -> ASGIApp:
+    """The admin API's 401, in the Messages API's error shape. It carries no request id:
+    taking one would move the deterministic ids (`req_000001`, ...) that the emulator's own
+    clients count on."""
+    body = error_body(
+        401,
+        f"{detail}: this emulator's admin API requires Authorization: Bearer <token>",
+        "",
+        "authentication_error",
+    )
+    body["request_id"] = None
+    return JSONResponse(
+        body,
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="sessiongen-emulator"'},
+    )
 
 
 def create_app(state: EmulatorState | None = None, *, token: str | None = None) -> FastAPI:
@@ -409,5 +388,14 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         return _error_response(exc.status_code, request_id, str(exc.detail))
 
     if token is not None:
-        app.add_middleware(_AdminAuth, token=token)
+        # Deny by default: every path outside the providers' APIs (`/v1/...` and each
+        # provider module's `PATH_PREFIXES`), so all of `/_emulator/*` and any admin route
+        # added later, needs the token.
+        open_prefixes = (API_PREFIX, *provider_prefixes())
+        app.add_middleware(
+            BearerGate,
+            token=token,
+            is_open=lambda path: path.startswith(open_prefixes),
+            refusal=_admin_refusal,
+        )
     return app

@@ -34,7 +34,7 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._bind import bearer_token, token_matches
+from .._bind import BearerGate
 from ..errors import (
     InvalidArgument,
     MethodNotAllowed,
@@ -330,7 +330,7 @@ def create_app(
 
     # --- routes ---------------------------------------------------------------------------
 
-    guarded = [Security(_bearer)]  # documents the scheme; _BearerAuth enforces it
+    guarded = [Security(_bearer)]  # documents the scheme; BearerGate enforces it
 
     @app.get(HEALTH_PATH, tags=["server"])
     async def health() -> Health:
@@ -508,7 +508,22 @@ def create_app(
 
     # Outermost last: errors caught around everything, the token before the body is read.
     app.add_middleware(_BodyLimit, max_bytes=max_body_bytes, redactor=redactor)
-    app.add_middleware(_BearerAuth, token=token, redactor=redactor)
+    if token is not None:
+
+        def refusal(detail: str, scope: Scope) -> ASGIApp:
+            return problem_response(
+                Unauthorized(
+                    f"{detail}: this server requires Authorization: Bearer <token>"
+                ).problem_details(),
+                instance=_instance(scope),
+                redactor=redactor,
+                headers={"WWW-Authenticate": 'Bearer realm="sessiongen"'},
+            )
+
+        # Everything but /api/health.
+        app.add_middleware(
+            BearerGate, token=token, is_open=lambda path: path == HEALTH_PATH, refusal=refusal
+        )
     app.add_middleware(_Unexpected, redactor=redactor)
     return app
 
@@ -585,35 +600,6 @@ def _scrubbed(exc: BaseException, redactor: Redactor) -> str:
 
 def _instance(scope: Scope) -> str:
     return str(scope.get("path", ""))
-
-
-class _BearerAuth:
-    """With a token: every HTTP request but /api/health needs `Authorization: Bearer <token>`
-    (compared in constant time), checked before the body is read."""
-
-    def __init__(self, app: ASGIApp, *, token: str | None, redactor: Redactor) -> None:
-        self.app = app
-        self.token = None if token is None else token.encode()
-        self.redactor = redactor
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.token is None or scope["type"] != "http" or scope["path"] == HEALTH_PATH:
-            await self.app(scope, receive, send)
-            return
-        given = bearer_token(scope["headers"])
-        if token_matches(given, self.token):
-            await self.app(scope, receive, send)
-            return
-        detail = "a wrong bearer token" if given else "no bearer token"
-        response = problem_response(
-            Unauthorized(
-                f"{detail}: this server requires Authorization: Bearer <token>"
-            ).problem_details(),
-            instance=_instance(scope),
-            redactor=self.redactor,
-            headers={"WWW-Authenticate": 'Bearer realm="sessiongen"'},
-        )
-        await response(scope, receive, send)
 
 
 class _BodyLimit:

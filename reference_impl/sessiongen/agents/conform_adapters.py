@@ -263,6 +263,21 @@ class _HttpAdapter:
     def authorization(token: str) -> str:
         raise NotImplementedError
 
+    def _post_generate(self, path: str, body: dict[str, Any]) -> tuple[GenerateOutcome | None, Any]:
+        """POST a generate: a refusal as its outcome (with the problem's type and detail),
+        else None and the 200 answer's JSON."""
+        response = self.http.request("POST", path, body)
+        if response.status_code != 200:
+            error, detail = _problem(response)
+            refused = GenerateOutcome(
+                ok=False, status=response.status_code, error=error, detail=detail
+            )
+            return refused, None
+        try:
+            return None, response.json()
+        except ValueError:
+            raise AdapterError(f"POST {path} answered 200 with a body that is not JSON") from None
+
 
 class SessiongenAdapter(_HttpAdapter):
     """Our HTTP API (`sessiongen serve`, docs/http.md): sessions, durable turns and
@@ -303,16 +318,9 @@ class SessiongenAdapter(_HttpAdapter):
         body: dict[str, Any] = {"prompt": prompt}
         if tools_policy is not None:
             body["tools_policy"] = tools_policy
-        response = self.http.request("POST", path, body)
-        if response.status_code != 200:
-            error, detail = _problem(response)
-            return GenerateOutcome(
-                ok=False, status=response.status_code, error=error, detail=detail
-            )
-        try:
-            raw = response.json()
-        except ValueError:
-            raise AdapterError(f"POST {path} answered 200 with a body that is not JSON") from None
+        refused, raw = self._post_generate(path, body)
+        if refused is not None:
+            return refused
         result = _parse(_SgGenerate, raw, f"POST {path}")
         return GenerateOutcome(
             ok=True,
@@ -425,16 +433,9 @@ class OpencodeAdapter(_HttpAdapter):
         if tools_policy is not None:
             raise AdapterError("opencode's generate takes no tools policy")
         path = self.generate_path.format(sessionID=session_id)
-        response = self.http.request("POST", path, {"prompt": prompt})
-        if response.status_code != 200:
-            error, detail = _problem(response)
-            return GenerateOutcome(
-                ok=False, status=response.status_code, error=error, detail=detail
-            )
-        try:
-            raw = response.json()
-        except ValueError:
-            raise AdapterError(f"POST {path} answered 200 with a body that is not JSON") from None
+        refused, raw = self._post_generate(path, {"prompt": prompt})
+        if refused is not None:
+            return refused
         return GenerateOutcome(ok=True, status=200, text=_parse(_OcGenerate, raw, path).data.text)
 
     def state(self, session_id: str) -> SessionState:

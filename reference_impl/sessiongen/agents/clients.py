@@ -431,15 +431,11 @@ trace_exporter = "none"
 
     def compact(self, work: Workspace, log: Path, model: str | None) -> int | None:
         """`codex exec` sends `/compact` to the model as text; its compaction runs when the
-        session is past `model_auto_compact_token_limit`, so that limit is set to one token
-        for this turn (and put back after it)."""
-        config = Path(work.env["CODEX_HOME"]) / "config.toml"
-        before = config.read_text(encoding="utf-8")
-        config.write_text("model_auto_compact_token_limit = 1\n" + before, encoding="utf-8")
-        try:
-            return super().compact(work, log, model)
-        finally:
-            config.write_text(before, encoding="utf-8")
+        session is past `model_auto_compact_token_limit`, so this turn sets that limit to
+        one token (`-c`, for this turn only)."""
+        argv = self.turn(work.binary, self.compact_prompt, model=model, session="resume")
+        argv[2:2] = ["-c", "model_auto_compact_token_limit=1"]
+        return run_process(argv, work, log)
 
     def after_spawn(self, intent: Intent) -> list[ScriptedToolCall]:
         """`spawn_agent` returns at once; the parent waits for the child's mailbox."""

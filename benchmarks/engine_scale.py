@@ -60,7 +60,6 @@ from sessiongen.model import (
     message_id,
 )
 from sessiongen.sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
-from sessiongen.session.compaction import compaction_required
 from sessiongen.testing import ScriptedLLMClient
 
 ANSWER = "An answer of moderate length, as a coding agent gives it. " * 4
@@ -179,7 +178,7 @@ class Fixture:
         preparation = self.engine.preparation
         incoming = (UserMessage(id="in_next", parts=(TextPart(text="Next question?"),)),)
         probe = preparation.build(snapshot, operation="step", step=1, transient=incoming)
-        compaction_required(snapshot, probe)
+        preparation.budget.compaction_required(snapshot, probe)
         preparation.prepare(snapshot, operation="step", step=1)
 
     def generate_prepare(self) -> None:

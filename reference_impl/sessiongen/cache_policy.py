@@ -23,7 +23,7 @@ from .llm.types import (
     ReasoningContent,
     TextContent,
 )
-from .session.transcript import LLMMessages, block_count, share_counts, sum_blocks
+from .session.transcript import LLMMessages, block_count, sum_blocks
 
 
 class CachePolicy(Protocol):
@@ -50,8 +50,7 @@ def mark_blocks(
     history and its transient messages) has the base's variant with the marks that fall in
     it, which the base keeps (so a history is marked once for all the requests that share
     it), and only its own tail is marked here. Either way the result is the same messages
-    with the same marks, and shares the token counts of the messages it marks (a mark is
-    no content)."""
+    with the same marks."""
     if not blocks:
         return messages
     if not isinstance(messages, LLMMessages):
@@ -75,10 +74,7 @@ def mark_blocks(
         result = LLMMessages(_marked(messages, blocks, mark))
     kept = list(messages.marked.items())[-(MARKED_VARIANTS - 1) :]
     messages.marked = {**dict(kept), key: result}  # replaced whole: never seen half made
-    # A mark moves no block and costs no token: the variant shares what its origin knows.
-    result.__dict__["blocks"] = messages.blocks
-    result.__dict__["tokens"] = messages.tokens
-    result.carried = messages.carried
+    result.__dict__["blocks"] = messages.blocks  # a mark moves no block
     return result
 
 
@@ -86,7 +82,7 @@ def _marked(
     messages: tuple[LLMMessage, ...], blocks: tuple[int, ...], mark: CacheMark
 ) -> tuple[LLMMessage, ...]:
     """Full placement: `messages` with `blocks` marked, searched from the end, where
-    breakpoints go; each message holding one is copied once, with its token counts."""
+    breakpoints go; each message holding one is copied once."""
     if not blocks:
         return messages
     result = list(messages)
@@ -102,9 +98,7 @@ def _marked(
             while wanted and wanted[0] >= start:
                 at = wanted.pop(0) - start
                 content[at] = content[at].model_copy(update={"cache": mark})
-            marked = message.model_copy(update={"content": tuple(content)})
-            share_counts(message, marked)
-            result[i] = marked
+            result[i] = message.model_copy(update={"content": tuple(content)})
         end = start
     return tuple(result)
 

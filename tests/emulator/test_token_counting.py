@@ -10,7 +10,6 @@ import pytest
 from sessiongen.cache import flatten_request, get_model, override_model
 from sessiongen.emulator.validation import for_model
 from sessiongen.llm.anthropic import lower_request
-from sessiongen.llm.scripted import ScriptedLLMClient, ScriptedReply
 from sessiongen.llm.types import (
     CacheMark,
     LLMMessage,
@@ -23,7 +22,8 @@ from sessiongen.llm.types import (
     ToolDefinition,
     ToolResultContent,
 )
-from sessiongen.session.compaction import context_window
+from sessiongen.session.counting import context_window
+from sessiongen.testing import ScriptedLLMClient, ScriptedReply
 from sessiongen.tokens import count_request_tokens
 
 from .conftest import MODEL, Emu

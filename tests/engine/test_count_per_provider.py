@@ -20,7 +20,7 @@ from sessiongen.llm.types import (
     ToolDefinition,
     ToolResultContent,
 )
-from sessiongen.session.compaction import request_tokens
+from sessiongen.session.counting import RequestCounter
 from sessiongen.tokens import count_request_tokens
 
 SCHEMA = {
@@ -28,6 +28,9 @@ SCHEMA = {
     "properties": {"path": {"type": "string", "description": "A file in the workspace."}},
     "required": ["path"],
 }
+
+request_tokens = RequestCounter().count
+"""One counter over the whole module, so what it remembers serves later requests."""
 
 
 def _request(model: str) -> LLMRequest:
@@ -90,10 +93,8 @@ def test_a_change_of_the_models_facts_is_seen_at_once() -> None:
     kept under the model's facts, so inside `override_model` the count is the fresh one, and
     after it the original again (issue 30: it used to stay at the count from before)."""
     from sessiongen.cache.catalog import override_model
-    from sessiongen.session.transcript import LLMMessages
 
     request = _request(PROVIDER_MODELS["anthropic"])
-    request = request.model_copy(update={"messages": LLMMessages(request.messages)})
     before = request_tokens(request)
     assert before == count_request_tokens(request)
     with override_model(request.model, token_multiplier=2.0):

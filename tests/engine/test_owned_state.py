@@ -50,7 +50,7 @@ from sessiongen.model import (
     message_id,
 )
 from sessiongen.session import instructions as instructions_module
-from sessiongen.session.compaction import compaction_required, request_tokens
+from sessiongen.session.counting import ContextBudget, RequestCounter
 from sessiongen.session.instructions import InstructionFiles
 from sessiongen.session.transcript import (
     LLMMessages,
@@ -65,6 +65,9 @@ from sessiongen.tokens import count_request_tokens
 # --- varied histories ----------------------------------------------------------------------
 
 _texts = st.sampled_from(["", "ok", "hello there", "a longer answer " * 5])
+
+request_tokens = RequestCounter().count
+"""One counter over the whole module, so what it remembers serves later requests."""
 
 
 @st.composite
@@ -202,18 +205,17 @@ def test_a_copy_of_owned_messages_is_a_plain_tuple() -> None:
     assert type(copy.deepcopy(lowered)) is tuple
 
 
-def test_a_message_keeps_its_count_and_a_changed_copy_does_not() -> None:
-    from sessiongen.session.transcript import message_counts
-
+def test_a_changed_message_is_counted_afresh_and_messages_keep_nothing() -> None:
+    """The counter compares what it remembers by value: a message changed in place of the
+    one it counted (same position, same role) is counted again; messages stay plain values."""
+    counter = RequestCounter()
     message = to_llm_messages([UserMessage(id="a", parts=(TextPart(text="hello " * 20),))])[0]
     request = LLMRequest(model="claude-sonnet-4-6", messages=(message,))
-    assert request_tokens(request) == count_request_tokens(request)
-    assert message_counts(message)  # kept on the message
+    assert counter.count(request) == count_request_tokens(request)
     changed = message.model_copy(update={"content": message.content * 2})
-    assert message_counts(changed) == {}  # a copy starts without
     bigger = LLMRequest(model="claude-sonnet-4-6", messages=(changed,))
-    assert request_tokens(bigger) == count_request_tokens(bigger) > request_tokens(request)
-    assert message == message.model_copy()  # the count is no part of its value
+    assert counter.count(bigger) == count_request_tokens(bigger) > counter.count(request)
+    assert not hasattr(message, "__dict__") or set(vars(message)) == {"role", "content"}
 
 
 # --- a preparation with what was kept equals one from scratch, after every change ----------
@@ -254,9 +256,10 @@ class Checker:
                 fresh_snapshot, operation="step", step=1, transient=incoming
             )
             _same(probe, fresh_probe)
-            assert compaction_required(snapshot, probe) == compaction_required(
-                fresh_snapshot, fresh_probe
-            )
+            ours_budget = self.engine.preparation.budget
+            assert ours_budget.compaction_required(
+                snapshot, probe
+            ) == ContextBudget().compaction_required(fresh_snapshot, fresh_probe)
             messages = self.engine.store.read(self.session).messages
             assert snapshot.history == active_history(messages)
             self.checks += 1

@@ -53,7 +53,7 @@ from sessiongen.model import (
     message_id,
 )
 from sessiongen.session import store as store_module
-from sessiongen.session.compaction import request_tokens
+from sessiongen.session.counting import RequestCounter
 from sessiongen.session.request import RequestInfo
 from sessiongen.session.transcript import active_history, to_llm_messages
 from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedReply
@@ -66,6 +66,9 @@ from ..conftest import EngineFactory
 TOOL_PROMPT = get_model("claude-sonnet-4-6").tool_prompt_tokens("auto")
 
 # --- helpers ------------------------------------------------------------------------------
+
+request_tokens = RequestCounter().count
+"""One counter over the whole module, so what it remembers serves later requests."""
 
 
 class LoadCounter:
@@ -269,6 +272,7 @@ class ComparingPreparation:
 
     def __init__(self, inner: SessionModelRequest, store: SessionStore, session: str) -> None:
         self.inner, self.store, self.session = inner, store, session
+        self.budget = inner.budget
         self.sent: list[tuple[LLMRequest, LLMRequest]] = []
 
     def build(self, snapshot: Snapshot, **kwargs: Any) -> LLMRequest:

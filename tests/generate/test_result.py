@@ -9,7 +9,6 @@ from sessiongen import GenerateResult, ToolsPolicy
 from sessiongen.cache import override_model
 from sessiongen.lab import EmulatorLab
 from sessiongen.sample import SAMPLE_AGENT
-from sessiongen.session.compaction import compaction_required
 from sessiongen.testing import ScriptedReply
 
 from ..conftest import EngineFactory
@@ -56,7 +55,7 @@ async def test_generate_is_not_a_runner(emulated: EmulatorLab) -> None:
         session = engine.create_session("forge", workspace=emulated.workspace)
         snapshot = engine.select(session.id)
         request = engine.generator.prepare(session.id, "Recap.").request
-        assert compaction_required(snapshot, request)
+        assert engine.preparation.budget.compaction_required(snapshot, request)
         before = engine.store.dump()
         emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})
         result = await engine.generate(session.id, "Recap.")

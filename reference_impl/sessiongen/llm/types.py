@@ -43,9 +43,6 @@ class SystemPart(FrozenModel):
 
 
 class ToolDefinition(FrozenModel):
-    __slots__ = ("_content_key",)
-    """Its `content_key`, once made: not a field, so no part of its value or copies."""
-
     name: str
     description: str
     input_schema: dict[str, Any]
@@ -53,18 +50,12 @@ class ToolDefinition(FrozenModel):
 
     def content_key(self) -> tuple[str, str, str]:
         """What the definition costs tokens for (name, description, schema; not its mark),
-        as a hashable value: made once, then kept on the (immutable) definition."""
-        key: tuple[str, str, str] | None = getattr(self, "_content_key", None)
-        if key is None:
-            key = (self.name, self.description, repr(self.input_schema))
-            object.__setattr__(self, "_content_key", key)
-        return key
+        as a hashable value."""
+        return (self.name, self.description, repr(self.input_schema))
 
     def with_cache(self, mark: CacheMark | None) -> ToolDefinition:
-        """A copy with its cache mark set, sharing its content key (a mark is no content)."""
-        marked = self.model_copy(update={"cache": mark})
-        object.__setattr__(marked, "_content_key", self.content_key())
-        return marked
+        """A copy with its cache mark set."""
+        return self.model_copy(update={"cache": mark})
 
 
 class TextContent(FrozenModel):
@@ -104,10 +95,6 @@ Content = Annotated[
 
 class LLMMessage(FrozenModel):
     """One provider message. Tool results travel in user messages, as on Anthropic."""
-
-    __slots__ = ("_tokens",)
-    """Its token counts by model, once counted (`_transcript.message_counts`): not a field,
-    so no part of its value, equality, copies or serialisation."""
 
     role: Literal["user", "assistant"]
     content: tuple[Content, ...]

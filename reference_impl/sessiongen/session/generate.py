@@ -20,7 +20,6 @@ from ..llm.types import FinishReason, FrozenModel, LLMRequest, ToolCall, ToolCho
 from ..model import InstructionMessage, Message, TextPart, UserMessage
 from ..tools import ToolRegistry, Workspace, run_tool_call
 from .admission import validate_prompt
-from .compaction import check_fits
 from .context import SessionContext
 from .request import SessionModelRequest
 
@@ -147,7 +146,7 @@ class SessionGenerate:
             warming=warming,
             shape=_SHAPES[policy],
         )
-        check_fits(snapshot, request)
+        self.preparation.budget.check_fits(snapshot, request)
         return PreparedGenerate(
             request, policy, snapshot.revision, snapshot.session.workspace, snapshot.agent.tools
         )

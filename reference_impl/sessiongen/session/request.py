@@ -18,6 +18,7 @@ from ..cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from ..llm.types import LLMRequest, SystemPart, ToolChoice
 from ..model import Message
 from .context import Snapshot
+from .counting import ContextBudget
 from .transcript import LLMMessages, to_llm_messages
 
 Operation = Literal["step", "generate", "compaction"]
@@ -87,6 +88,9 @@ class SessionModelRequest:
 
     hooks: Sequence[RequestHook] = ()
     cache_policy: CachePolicy = field(default=DEFAULT_CACHE_POLICY)
+    budget: ContextBudget = field(default_factory=ContextBudget, repr=False, compare=False)
+    """Decides whether a prepared request fits (the Drain's compaction check, generate's
+    overflow check), with the counts it keeps."""
     _transient: _TransientLowerings = field(
         default_factory=lambda: _TransientLowerings(), init=False, repr=False, compare=False
     )

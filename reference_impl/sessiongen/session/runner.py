@@ -34,7 +34,7 @@ from ..model import (
 )
 from ..tools import ToolRegistry
 from .admission import admission_events, promotion_events
-from .compaction import compact, compaction_required
+from .compaction import compact
 from .context import SessionContext, Snapshot
 from .instructions import commit_event
 from .request import SessionModelRequest
@@ -134,7 +134,7 @@ class SessionRunner:
             probe = self.preparation.build(
                 snapshot, operation="step", step=step, transient=incoming
             )
-            compacted = compaction_required(snapshot, probe)
+            compacted = self.preparation.budget.compaction_required(snapshot, probe)
             if compacted:
                 await compact(self.store, self.llm, self.preparation, snapshot)
             model = snapshot.agent.model.id

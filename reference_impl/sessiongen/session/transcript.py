@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, count
@@ -97,16 +97,13 @@ def to_llm_messages(history: Iterable[Message]) -> LLMMessages:
     )
 
 
-Carried = tuple[dict[Hashable, int | None], tuple[LLMMessage, ...], tuple[LLMMessage, ...]]
-
-
 class LLMMessages(tuple[LLMMessage, ...]):
     """Provider messages that own what is known about them.
 
     A tuple, so it goes wherever a request's messages go; it is immutable, so what is
     computed about it once stays true and is kept on it (never in a table elsewhere):
-    its content block count (`blocks`), its token totals by the model's facts (`compaction`), and its
-    variants with cache marks placed (`cache_policy`). How it was made is kept too:
+    its content block count (`blocks`) and its variants with cache marks placed
+    (`cache_policy`). How it was made is kept too:
 
     * `base`, `keep`: it is `base[:keep]` followed by its own messages from `keep` on (a
       lowered history with a transient tail, or a seam merged): what is known about `base`
@@ -122,11 +119,6 @@ class LLMMessages(tuple[LLMMessage, ...]):
     tail: LLMMessages | None = None
     """Its messages from `keep` on, when they are a tuple that owns its facts too."""
     history: tuple[Message, ...] | None = None
-    carried: Carried | None = None
-    """A history lowered from an earlier one: that one's token totals (its own dict, filled
-    whenever it is counted) and the messages it lost and gained since (since the last one
-    that was counted, when the earlier one never was); it keeps no reference to the earlier
-    tuple, so a long-lived session holds no chain of them."""
 
     def __hash__(self) -> int:  # kept: a tuple's hash visits every message each time
         found: int | None = self.__dict__.get("_hash")
@@ -144,11 +136,6 @@ class LLMMessages(tuple[LLMMessage, ...]):
             kept = block_count(self.base) - sum_blocks(self.base[self.keep :])
             return kept + sum_blocks(self[self.keep :])
         return sum_blocks(self)
-
-    @kept
-    def tokens(self) -> dict[Hashable, int | None]:
-        """Token totals by the model's facts, as `compaction` counts them (filled there)."""
-        return {}
 
     @kept
     def marked(self) -> dict[tuple[tuple[int, ...], tuple[object, ...]], LLMMessages]:
@@ -175,23 +162,6 @@ _CONTENT = attrgetter("content")
 
 def sum_blocks(messages: Iterable[LLMMessage]) -> int:
     return sum(map(len, map(_CONTENT, messages)))
-
-
-def message_counts(message: LLMMessage) -> dict[Hashable, int | None]:
-    """The message's own token counts by the model's facts (`compaction` fills them; None: it lowers
-    to thinking, whose count depends on what follows). Kept on the message, which is
-    immutable; a copy of it starts without them."""
-    counts: dict[Hashable, int | None] | None = getattr(message, "_tokens", None)
-    if counts is None:
-        counts = {}
-        object.__setattr__(message, "_tokens", counts)
-    return counts
-
-
-def share_counts(message: LLMMessage, marked: LLMMessage) -> None:
-    """`marked` is `message` with cache marks changed, nothing else: it counts the same
-    tokens (a mark is no content), so it shares `message`'s counts."""
-    object.__setattr__(marked, "_tokens", message_counts(message))
 
 
 def block_count(messages: tuple[LLMMessage, ...]) -> int:
@@ -223,12 +193,7 @@ def lower_history(history: tuple[Message, ...], prior: LLMMessages | None) -> LL
         return lowered
     lowered = join_llm_messages(prior, to_llm_messages(history[len(before) :]))
     lowered.blocks  # noqa: B018  (computed while `prior` is at hand)
-    removed, added = tuple(prior[lowered.keep :]), tuple(lowered[lowered.keep :])
-    if not prior.tokens and prior.carried is not None:  # never counted: carry what it carried
-        totals, gone, came = prior.carried
-        lowered.carried = (totals, gone + removed, came + added)
-    else:
-        lowered.carried = (prior.tokens, removed, added)
+    # It keeps no reference to `prior`, so a long-lived session holds no chain of them.
     lowered.base, lowered.keep, lowered.history = None, 0, history
     return lowered
 

@@ -1,4 +1,4 @@
-"""Fit the counter's calibrated framing constants (`cache/tokens.json`) on the fitting part
+"""Fit the counter's calibrated framing constants (`catalog/tokens.json`) on the fitting part
 of the recorded set (`benchmarks/data/token_recordings.jsonl`; the held-back cassettes of
 `token_accuracy.held_back` are never looked at).
 
@@ -9,7 +9,7 @@ replayed through the emulator's endpoints as `token_accuracy.py` replays them. T
 
 Run: uv run python benchmarks/fit_token_constants.py [--write]
 (prints the fitted constants and the fitting-part error; `--write` stores them in
-`reference_impl/sessiongen/cache/tokens.json`).
+`reference_impl/sessiongen/catalog/tokens.json`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.tokens import token_facts
 
 FACTS_FILE = (
-    Path(__file__).resolve().parents[1] / "reference_impl" / "sessiongen" / "cache" / "tokens.json"
+    Path(__file__).resolve().parents[1]
+    / "reference_impl"
+    / "sessiongen"
+    / "catalog"
+    / "tokens.json"
 )
 INTS = [float(v) for v in range(16)]
 SCALES = [0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0]

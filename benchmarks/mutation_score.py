@@ -95,7 +95,12 @@ SELECTIONS: dict[str, tuple[str, ...]] = {
         "tests/generate/test_parity_providers.py",
     ),
     # The placement measurements call the policies directly, on sessions of every length.
-    "cache_policy": (*ENGINE_TESTS, "tests/warming/test_placement.py"),
+    "breakpoints": (*ENGINE_TESTS, "tests/warming/test_placement.py"),  # was cache_policy
+    "counting": (
+        *ENGINE_TESTS,
+        "tests/engine/test_overflow.py",
+        "tests/engine/test_count_per_provider.py",
+    ),
     # Packages (every module in them): the tests that import them, from the test imports.
     "cache": (
         "tests/emulator",

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from sessiongen.cache.catalog import get_model, list_models, override_model
+from sessiongen.catalog import get_model, list_models, override_model
 from sessiongen.emulator import EmulatorState, create_app
 
 DATA = Path(__file__).resolve().parent / "data" / "token_recordings.jsonl"

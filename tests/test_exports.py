@@ -122,6 +122,7 @@ PUBLIC_MODULES = {
     "agents",
     "cache",
     "cache_policy",
+    "catalog",
     "cli",
     "client",
     "emulator",

@@ -1,6 +1,7 @@
 """The package's import graph has no cycles: each module's imports, at any depth (inside
 functions and under TYPE_CHECKING too), point one way, so a module can be read, changed and
-tested from its dependencies up."""
+tested from its dependencies up. Its top-level packages form the layers `pyproject.toml`
+declares (checked by import-linter), and an import inside a function says why it is there."""
 
 from __future__ import annotations
 
@@ -95,6 +96,77 @@ def test_the_package_has_no_import_cycle() -> None:
     graph = import_graph()
     assert "sessiongen.llm.types" in graph["sessiongen.tokens"]  # TYPE_CHECKING counts
     assert cycles(graph) == []
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the root's children (`sessiongen.session`, `sessiongen.tokens`):
+    each module stands for the top-level package or module it is in."""
+
+    def top(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if module == "sessiongen":
+            continue  # the root re-exports from everything below it
+        into = packages.setdefault(top(module), set())
+        into.update(top(t) for t in targets if t != "sessiongen" and top(t) != top(module))
+    return packages
+
+
+def test_the_packages_have_no_import_cycle() -> None:
+    """Issue 30: cache -> llm -> cache, tokens <-> cache, llm -> session and cache_policy <->
+    session were cycles between packages, dodged with imports inside functions."""
+    packages = package_graph(import_graph())
+    assert "sessiongen.catalog" in packages["sessiongen.tokens"]
+    assert cycles(packages) == []
+
+
+def test_the_declared_layers_hold() -> None:
+    """import-linter's layers contract (`[tool.importlinter]` in pyproject.toml)."""
+    import subprocess
+    import sys
+
+    tool = Path(sys.executable).parent / "lint-imports"
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [str(tool), "--no-cache", "--config", str(root / "pyproject.toml")],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=300,
+    )
+    assert result.returncode == 0 and "1 kept, 0 broken" in result.stdout, result.stdout
+
+
+REASONS = ("optional extra", "startup")
+"""Why an import may sit inside a function: a package only some users install, or keeping
+the command line's start (`sessiongen --version`, `--help`) free of the engine."""
+
+
+def unexplained_inner_imports() -> list[str]:
+    """Each import inside a function whose group (it and the imports right above it) has no
+    comment naming one of `REASONS`, on its lines or the line above, as `path:line`."""
+    found: list[str] = []
+    for path in sorted(ROOT.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                first = node.lineno - 1
+                while first > 0 and lines[first - 1].strip().startswith(("import ", "from ")):
+                    first -= 1
+                said = " ".join(lines[max(first - 1, 0) : node.end_lineno])
+                if not any(f"# {reason}" in said or f"#{reason}" in said for reason in REASONS):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_an_import_inside_a_function_says_why() -> None:
+    assert unexplained_inner_imports() == []
 
 
 def test_the_version_loads_neither_the_engine_nor_pydantic() -> None:

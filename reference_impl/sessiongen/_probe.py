@@ -20,6 +20,7 @@ requests do.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -40,6 +41,11 @@ import pydantic
 from ._bind import EMULATOR_TOKEN_ENV
 from ._choices import Provider
 from .cache import get_model, list_models, price
+from .emulator import BackgroundServer, EmulatorState
+from .llm.anthropic_wire import usage_from_anthropic
+from .llm.bedrock_wire import usage_from_bedrock
+from .llm.gemini_wire import usage_from_gemini
+from .llm.openai_wire import usage_from_openai
 from .llm.types import Usage
 from .tokens import count_text_tokens, text_scale
 
@@ -86,6 +92,7 @@ _WORDS = (
     "the and for are but not you all any can had her was one our out day get has him his how "
     "man new now old see two way who boy did its let put say she too use"
 ).split()
+
 """Filler: three-letter words, so a word and its space are one token of the emulator's
 counter (four bytes) and, in the common tokenizers, one real token too."""
 
@@ -544,6 +551,7 @@ class Guard:
                 **credentials,
             )
         if provider == "gemini":
+            # optional extra: google is imported only when it is used
             from google.genai import types
 
             options = types.HttpOptions(
@@ -555,6 +563,7 @@ class Guard:
                 httpx_client=self.http_client(),
             )
             return sdk.Client(http_options=options, **credentials)
+        # optional extra: botocore is imported only when it is used
         from botocore.config import Config  # type: ignore[import-untyped]
 
         config = Config(
@@ -652,6 +661,7 @@ def _sdk_error_types() -> tuple[
     broken: list[type[BaseException]] = [httpx2.RemoteProtocolError, httpx2.DecodingError]
     unparsable: list[type[BaseException]] = []
     try:
+        # optional extra: botocore is imported only when it is used
         from botocore import exceptions, parsers  # type: ignore[import-untyped]
         from urllib3 import exceptions as urllib3_exceptions
     except ImportError:
@@ -739,8 +749,6 @@ class Driver(Protocol):
 
 
 def _import_sdk(provider: Provider) -> Any:
-    import importlib
-
     name = SDK_MODULES[provider]
     try:
         return importlib.import_module(name)
@@ -863,7 +871,6 @@ class AnthropicDriver(_StainlessDriver):
         return body
 
     def send(self, prompt: Prompt) -> Usage:
-        from .llm.anthropic_wire import usage_from_anthropic
 
         message = self._call(
             lambda: self._client.messages.create(
@@ -891,7 +898,6 @@ class OpenAIDriver(_StainlessDriver):
         self._client = guard.sdk_client("openai", base_url, api_key=api_key)
 
     def send(self, prompt: Prompt) -> Usage:
-        from .llm.openai_wire import usage_from_openai
 
         messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}]
         messages += [{"role": role, "content": text} for role, text in _roles(prompt.turns)]
@@ -921,6 +927,7 @@ class OpenAIDriver(_StainlessDriver):
 class GeminiDriver(_SDKDriver):
     def __init__(self, base_url: str | None, api_key: str, guard: Guard) -> None:
         _import_sdk("gemini")
+        # optional extra: google is imported only when it is used
         from google.genai import errors, types
 
         self._errors_module = errors
@@ -929,7 +936,6 @@ class GeminiDriver(_SDKDriver):
         self._client = guard.sdk_client("gemini", base_url, api_key=api_key)
 
     def send(self, prompt: Prompt) -> Usage:
-        from .llm.gemini_wire import usage_from_gemini
 
         types = self._types
         contents = [
@@ -1022,7 +1028,6 @@ class BedrockDriver(_SDKDriver):
         return {"system": [{"text": prompt.system}, {"cachePoint": point}], "messages": messages}
 
     def send(self, prompt: Prompt) -> Usage:
-        from .llm.bedrock_wire import usage_from_bedrock
 
         response = self._call(
             lambda: self._client.converse(
@@ -1045,6 +1050,7 @@ class BedrockDriver(_SDKDriver):
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
+        # optional extra: botocore is imported only when it is used
         from botocore import exceptions
 
         try:
@@ -1194,7 +1200,6 @@ def _named(the_plan: Plan, key: tuple[int, int], what: str, send: Callable[[], _
 def predict(provider: Provider, the_plan: Plan) -> dict[tuple[int, int], Usage]:
     """The plan on an embedded emulator: a fresh `EmulatorState` behind a loopback server in
     this process, driven through the same SDK, its virtual clock moved by the plan's waits."""
-    from .emulator import BackgroundServer, EmulatorState
 
     state = EmulatorState()
     with ExitStack() as stack:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 def progress_bar(console: Console, *, counted: bool = True) -> Progress:
     """`counted`: show "done/total" steps; else a percentage (for weighted totals)."""
+    # startup: the command line loads only what the command it runs needs
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,

@@ -110,6 +110,7 @@ def fit_fraction(text: str) -> float:
 
 def base_url(text: str) -> str:
     """An argparse type: an http(s) URL with a host."""
+    # startup: the command line loads only what the command it runs needs
     from ._probe import check_base_url
 
     try:
@@ -120,6 +121,7 @@ def base_url(text: str) -> str:
 
 def probe_timeout(text: str) -> float:
     """An argparse type: the probe's `--timeout`, seconds above 0."""
+    # startup: the command line loads only what the command it runs needs
     from ._probe import check_timeout
 
     try:
@@ -130,6 +132,7 @@ def probe_timeout(text: str) -> float:
 
 def model_alias(text: str) -> tuple[str, str]:
     """An argparse type: `NAME=ID`, ID a catalogued model and NAME not one."""
+    # startup: the command line loads only what the command it runs needs
     from .cache import UnknownModel, get_model, is_known_model
 
     name, _, model = text.partition("=")
@@ -464,6 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --docs: render this record (benchmarks/bench.json) instead of running",
     )
 
+    # startup: the command line loads only what the command it runs needs
     from .agents.command import add_agents_parser
 
     agents = add_agents_parser(commands)
@@ -567,6 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
     if args.command == "agents":
+        # startup: the command line loads only what the command it runs needs
         from .agents.command import run_agents_command
 
         return run_agents_command(agents, args)
@@ -587,6 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.save_policy,
         )
     if args.command == "demo":
+        # startup: the command line loads only what the command it runs needs
         from ._demo import print_demo
 
         asyncio.run(print_demo(cast("LabProvider", args.provider)))
@@ -641,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _probe(args: argparse.Namespace) -> int:
     """`sessiongen emulator probe`: the probes, the table, exit 0 (all agree) or 3."""
+    # startup: the command line loads only what the command it runs needs
     from ._probe import ProbeError, run, write_json
 
     token = args.emulator_token or os.environ.get(EMULATOR_TOKEN_ENV) or None
@@ -684,8 +691,10 @@ def _emulator(
     """`sessiongen emulator`: an unprotected public bind is refused (exit 2) before anything
     is bound, a host that cannot be bound is exit 1, then serve until interrupted, with each
     alias answered as its model."""
+    # startup: the command line loads only what the command it runs needs
     from contextlib import ExitStack
 
+    # startup: the command line loads only what the command it runs needs
     from ._bind import InsecureBind
     from .cache import alias_model
     from .emulator import EmulatorState, serve
@@ -723,8 +732,10 @@ def _serve(
     """`sessiongen serve`: refuse an unprotected public bind or an unreadable policy file
     (exit 2) before anything else, then serve until interrupted; a port in use or an
     unopenable store is exit 1."""
+    # startup: the command line loads only what the command it runs needs
     import sqlite3
 
+    # startup: the command line loads only what the command it runs needs
     from .plugins import PluginLoadError
     from .server.serving import InsecureBind, check_bind, serve
     from .warming.keeper import FromPolicy, KeeperPolicy
@@ -767,9 +778,11 @@ def _serve(
 def _load(trace_path: Path | None, format: str, sessions: int | None, seed: int | None) -> Trace:
     """The trace from the file, or generated; load errors propagate to the caller."""
     if trace_path is None:
+        # startup: the command line loads only what the command it runs needs
         from .warming.generator import generate_sessions
 
         return generate_sessions(sessions or 0, seed if seed is not None else 0)
+    # startup: the command line loads only what the command it runs needs
     from .warming.formats import TraceFormat, load_trace
 
     return load_trace(trace_path, cast(TraceFormat, format))  # argparse checked the choice
@@ -786,8 +799,10 @@ def _warming_experiment(
 ) -> int:
     """`sessiongen experiment warming`: run it under a progress bar on stderr (silent when
     stderr is not a terminal), then print the policy table and the summary on stdout."""
+    # startup: the command line loads only what the command it runs needs
     from rich.console import Console
 
+    # startup: the command line loads only what the command it runs needs
     from ._progress import progress_bar
     from .warming.events import ParquetUnavailable
     from .warming.experiment import experiment_steps, run_warming_experiment
@@ -839,6 +854,7 @@ def _warming_experiment(
 
 def _print_table(result: ExperimentResult) -> None:
     """The policy table, cheapest first, then one summary line and the files written."""
+    # startup: the command line loads only what the command it runs needs
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

@@ -23,7 +23,6 @@ import httpx2
 
 from ._choices import PROVIDERS as PROVIDERS
 from ._choices import Provider as Provider
-from .cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
 from .emulator.client import EMULATOR_BASE_URL, asgi_http, inprocess_llm
 from .llm.anthropic_wire import usage_from_anthropic
@@ -34,6 +33,7 @@ from .llm.openai_wire import usage_from_openai
 from .llm.types import Usage
 from .model import Agent, ModelRef
 from .sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
+from .session.breakpoints import DEFAULT_CACHE_POLICY, CachePolicy
 from .session.engine import SessionEngine
 from .session.request import RequestHook
 from .session.store import SessionStore

@@ -3,7 +3,7 @@
 A text costs one token per started group of four UTF-8 bytes; JSON values (tool inputs,
 schemas, blocks with no text of their own) are counted on their canonical serialisation
 (sorted keys, no spaces). On top of that byte-based count, the counter bills what the
-providers bill and bytes cannot show (`cache/tokens.json`, each figure marked documented or
+providers bill and bytes cannot show (`catalog/tokens.json`, each figure marked documented or
 calibrated on `benchmarks/data/token_recordings.jsonl`):
 
 * the template framing around messages, tool definitions, tool calls and results, and
@@ -36,6 +36,10 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
+
+from ._media_size import audio_seconds, decode_base64_prefix, image_size, pdf_pages, video_seconds
+from .catalog import UnknownModel, get_model
+from .llm import anthropic_wire, gemini_wire, openai_wire
 
 if TYPE_CHECKING:
     from .llm.types import LLMRequest
@@ -130,7 +134,6 @@ def count_tool_definition_tokens(tool: Mapping[str, Any]) -> int:
 def provider_of(model: str) -> str:
     """The provider a model id goes to, from the catalog; Anthropic for an id it does not
     know (a scripted test double's)."""
-    from .cache.catalog import UnknownModel, get_model  # the cache package imports this one
 
     try:
         return get_model(model).provider
@@ -142,8 +145,6 @@ def count_request_tokens(request: LLMRequest) -> int:
     """Input tokens of a provider-neutral request: lowered as the provider of its model
     lowers it, and counted as that provider's wire is billed (framing and the tool-use
     system prompt included). Bedrock's Converse bills Claude as the Messages API does."""
-    # Imported here: the llm package imports this module (the scripted client counts usage).
-    from .llm import anthropic_wire, gemini_wire, openai_wire
 
     provider = provider_of(request.model)
     if provider == "openai":
@@ -160,13 +161,13 @@ def declarations_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [d for tool in tools for d in tool.get("functionDeclarations") or []]
 
 
-# --- token facts (cache/tokens.json) -------------------------------------------------------
+# --- token facts (catalog/tokens.json) -------------------------------------------------------
 
 
 @cache
 def token_facts() -> dict[str, Any]:
-    """The per-provider framing constants and media figures of `cache/tokens.json`."""
-    text = resources.files("sessiongen.cache").joinpath("tokens.json").read_text("utf-8")
+    """The per-provider framing constants and media figures of `catalog/tokens.json`."""
+    text = resources.files("sessiongen.catalog").joinpath("tokens.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
@@ -213,7 +214,6 @@ def text_scale(model: str) -> float:
     """How many billed tokens one byte-counter token of plain prompt text makes on `model`:
     its tokenizer family's multiplier times its provider's calibrated text scale (Gemini's;
     1 elsewhere). For sizing a text to a token count, as the emulator will bill it."""
-    from .cache.catalog import get_model  # the cache package imports this one
 
     info = get_model(model)
     provider = "gemini" if info.provider == "gemini" else None
@@ -231,7 +231,6 @@ def _per(chars: int, chars_per_token: float) -> int:
 def _b64_bytes(data: Any) -> tuple[bytes, int]:
     """The decoded bytes of a base64 value and the size of the whole file (the value may be a
     prefix of it in the recorded set: then the bytes are its head, the size an estimate)."""
-    from ._media_size import decode_base64_prefix  # on first use: media are rare
 
     text = str(data or "")
     raw = decode_base64_prefix(text)
@@ -255,7 +254,6 @@ def anthropic_image_tokens(width: int, height: int) -> int:
 
 
 def _anthropic_media_tokens(kind: str, source: Mapping[str, Any]) -> int | None:
-    from ._media_size import image_size, pdf_pages  # on first use: media are rare
 
     facts = _facts("anthropic")
     if source.get("type") != "base64":
@@ -292,7 +290,6 @@ def openai_image_tokens(width: int, height: int, detail: str | None = "auto") ->
 
 
 def _openai_image_url_tokens(url: str, detail: str | None) -> int:
-    from ._media_size import decode_base64_prefix, image_size  # on first use: media are rare
 
     facts = _facts("openai_images")
     size = image_size(decode_base64_prefix(url)) if url.startswith("data:") else None
@@ -326,13 +323,6 @@ def gemini_media_tokens(mime_type: str, data: Any, model: str = "") -> int | Non
     """The tokens of an `inlineData` part: images by `gemini_image_tokens`, video at 263
     tokens a second, audio at 32 (ai.google.dev/gemini-api/docs/tokens); None when the size
     cannot be read from the bytes."""
-    from ._media_size import (
-        audio_seconds,
-        image_size,
-        pdf_pages,
-        video_seconds,
-    )  # on first use: media are rare
-
     facts = _facts("gemini")
     raw, total = _b64_bytes(data)
     if mime_type.startswith("image/"):
@@ -354,7 +344,6 @@ def gemini_signature_tokens(signature: str, model: str) -> int:
     """The prompt tokens a replayed thought signature costs: none before Gemini 3 (a Gemini
     2.5 signature is free), on Gemini 3 the thoughts it carries back, estimated from the
     signature's decoded size (calibrated on the recorded set)."""
-    from ._media_size import decode_base64_prefix  # on first use: media are rare
 
     if not signature or not _gemini_family_3(model):
         return 0
@@ -378,7 +367,6 @@ def stripped_thinking(body: Mapping[str, Any]) -> frozenset[tuple[int, int]]:
     cache "remains valid when only tool results are provided as user messages"). The
     thinking of the current tool-use loop, after that message, stays. Whether the request's
     own thinking config matters is UNCONFIRMED; this model strips regardless of it."""
-    from .cache.catalog import UnknownModel, get_model  # the cache package imports this one
 
     try:
         strips = get_model(str(body.get("model", ""))).strips_prior_thinking
@@ -468,7 +456,7 @@ _UNSCALED_KINDS = frozenset({"image", "document"})  # media: their formula, not 
 
 
 def _framing(section: str, block: Mapping[str, Any], opens: bool) -> int:
-    """The template tokens the API puts around one position (calibrated, `cache/tokens.json`
+    """The template tokens the API puts around one position (calibrated, `catalog/tokens.json`
     `anthropic`): per tool definition, per system prompt, per message, per tool call and
     tool result, whose ids are prompt text too."""
     facts = _facts("anthropic")
@@ -528,7 +516,6 @@ def _model_positions(
     framing: bool,
 ) -> list[int]:
     """`model_positions` with the body's layout (`body_layout`) already made."""
-    from .cache.catalog import UnknownModel, get_model  # the cache package imports this one
 
     if len(layout) != len(counts):  # not this body's positions: scale only
         layout = [("messages", {}, False)] * len(counts)
@@ -643,7 +630,6 @@ def _openai_text(content: Any) -> tuple[str, int]:
     """(text, media tokens) of a Chat / Responses `content`: a string, or a list of parts
     (`text`, `input_text`, `output_text`, `refusal`; images by `openai_image_tokens`; PDF
     files per page)."""
-    from ._media_size import decode_base64_prefix, pdf_pages  # on first use: media are rare
 
     if content is None:
         return "", 0
@@ -736,7 +722,7 @@ def _openai_format_tokens(fmt: Any, facts: Mapping[str, Any]) -> int:
 
 def openai_chat_positions(body: Mapping[str, Any], *, framing: bool = True) -> list[int]:
     """Prompt tokens of a Chat Completions body, one per position the emulator caches: each
-    entry of `tools`, then each message. Framing (calibrated, `cache/tokens.json`
+    entry of `tools`, then each message. Framing (calibrated, `catalog/tokens.json`
     `openai_chat`): per message, per tool call, per tool definition and once for the tools
     section, once for a `response_format` schema and for the reply's priming."""
     facts = _facts("openai_chat", framing)
@@ -802,7 +788,7 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
     turns (before the last user message) cost nothing: OpenAI drops them from context
     ("reasoning items from previous turns are discarded", OpenAI reasoning guide); the
     current turn's count their summary text (UNCONFIRMED). Framing is calibrated
-    (`cache/tokens.json` `openai_responses`)."""
+    (`catalog/tokens.json` `openai_responses`)."""
     facts = _facts("openai_responses", framing)
     counts: list[int] = []
     for i, tool in enumerate(body.get("tools") or []):

@@ -1,4 +1,4 @@
-"""Prompt tokens as the providers bill them (`sessiongen.tokens`, `cache/tokens.json`): one
+"""Prompt tokens as the providers bill them (`sessiongen.tokens`, `catalog/tokens.json`): one
 test per rule, each quoting the documentation it follows, most through the emulator's own
 endpoints (the billed counting is the emulator's default; this suite's fixture turns it off,
 so the tests here turn it back on with `emu.billed()` or build their own emulator).
@@ -458,7 +458,7 @@ async def test_a_forced_server_tool_is_refused_in_each_providers_error_shape(emu
 
 
 def test_anthropic_framing_counts_messages_and_tool_call_ids() -> None:
-    """The Messages template's tokens (calibrated, `cache/tokens.json` `anthropic`): per
+    """The Messages template's tokens (calibrated, `catalog/tokens.json` `anthropic`): per
     message, per system prompt, per tool call and tool result, whose ids are prompt text too
     (a recorded round trip adds 38 tokens for one empty tool call and a 6-letter result)."""
     facts = token_facts()["anthropic"]

@@ -25,7 +25,7 @@ from sessiongen.cache import (
     store,
     token_counts,
 )
-from sessiongen.cache.catalog import UnknownModel
+from sessiongen.catalog import UnknownModel
 
 MIN = 1024
 

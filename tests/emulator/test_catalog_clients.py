@@ -2,7 +2,7 @@
 provider's official SDK (no 404), and the prices and cache facts it carries are the ones its
 provider documents. Each test quotes the provider's page it checks; facts the catalog marks
 UNCONFIRMED are left out of the assertions that claim a source (see each entry's `unconfirmed`
-list and the `_about` of `cache/models*.json` and `cache/pricing*.json`)."""
+list and the `_about` of `catalog/models*.json` and `catalog/pricing*.json`)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from sessiongen.cache import alias_model, get_model
-from sessiongen.cache.catalog import nearest_models
+from sessiongen.catalog import nearest_models
 from sessiongen.emulator import EmulatorState, create_app
 
 BODY: dict[str, Any] = {

@@ -292,8 +292,8 @@ def test_a_million_tokens_cost_the_listed_price_exactly() -> None:
     """pricing.json states its unit ("USD/MTok", as the providers' price pages do: Anthropic
     lists e.g. "$3 / MTok" for input), so a million tokens of each kind cost the listed
     figure, to the cent and below."""
-    from sessiongen.cache.catalog import UnknownModel
     from sessiongen.cache.pricing import cost_breakdown, price
+    from sessiongen.catalog import UnknownModel
 
     usage = {
         "input_tokens": 1_000_000,

@@ -92,7 +92,7 @@ def test_a_change_of_the_models_facts_is_seen_at_once() -> None:
     """The counts the engine keeps (per message, per history, per tools-and-system head) are
     kept under the model's facts, so inside `override_model` the count is the fresh one, and
     after it the original again (issue 30: it used to stay at the count from before)."""
-    from sessiongen.cache.catalog import override_model
+    from sessiongen.catalog import override_model
 
     request = _request(PROVIDER_MODELS["anthropic"])
     before = request_tokens(request)

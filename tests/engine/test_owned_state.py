@@ -24,14 +24,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sessiongen import Agent, SessionEngine, SessionModelRequest, SessionStore
-from sessiongen.cache_policy import (
-    MARKED_VARIANTS,
-    _marked,
-    lookback_ladder,
-    mark_blocks,
-    opencode_default,
-    previous_tail,
-)
 from sessiongen.llm.anthropic_wire import lower_request
 from sessiongen.llm.types import CacheMark, LLMRequest, SystemPart, ToolDefinition
 from sessiongen.model import (
@@ -50,6 +42,14 @@ from sessiongen.model import (
     message_id,
 )
 from sessiongen.session import instructions as instructions_module
+from sessiongen.session.breakpoints import (
+    MARKED_VARIANTS,
+    _marked,
+    lookback_ladder,
+    mark_blocks,
+    opencode_default,
+    previous_tail,
+)
 from sessiongen.session.counting import ContextBudget, RequestCounter
 from sessiongen.session.instructions import InstructionFiles
 from sessiongen.session.transcript import (

@@ -351,7 +351,7 @@ def test_claude_on_bedrock_has_its_anthropic_models_thinking_facts() -> None:
     Converse; models_bedrock.json says so)."""
     import re
 
-    from sessiongen.cache.catalog import get_model, list_models
+    from sessiongen.catalog import get_model, list_models
 
     facts = ("thinking_default", "strips_prior_thinking", "mid_conversation_system")
     bedrock = [m for m in list_models() if m.provider == "bedrock"]

@@ -70,6 +70,7 @@ def add_agents_parser(commands: Any) -> argparse.ArgumentParser:
 def run_agents_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.agents_command == "conform":
         return conform.main(args)
+    # startup: the command line loads only what the command it runs needs
     from .clients import CLIENTS, ClientNotInstalled, UnsupportedIntent, agents_dir
     from .run import run_scenario
     from .scenario import ScenarioError, load_scenario
@@ -112,6 +113,7 @@ def run_agents_command(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 
 def _list(root: Path) -> int:
+    # startup: the command line loads only what the command it runs needs
     from .clients import CLIENTS
 
     print(f"clients under {root} (set $SESSIONGEN_AGENTS_DIR or --dir to change):")

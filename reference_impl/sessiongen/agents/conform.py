@@ -88,6 +88,7 @@ def make_adapter(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Adapter:
     """The adapter `name` (one of `ADAPTERS`) on `base_url`."""
+    # startup: the command line loads only what the command it runs needs
     from .conform_adapters import OpencodeAdapter, SessiongenAdapter
 
     if name == "opencode":
@@ -99,6 +100,7 @@ def make_adapter(
 
 def main(args: argparse.Namespace) -> int:
     """Run the kit; the exit status is 0 when every law holds."""
+    # startup: the command line loads only what the command it runs needs
     from .conform_adapters import Unreachable
     from .conform_laws import LAW_NAMES, LAWS, EmulatorAdmin, Kit, check_law
 

@@ -1,6 +1,6 @@
 """The one prompt-cache and pricing model, shared by the emulator and the trace simulator."""
 
-from .catalog import (
+from ..catalog import (
     ModelInfo,
     UnknownModel,
     alias_model,

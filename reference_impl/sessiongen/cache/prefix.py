@@ -60,6 +60,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple, TypeAlias
 
+from ..catalog import ModelInfo, UnknownModel, get_model
 from ..tokens import THINKING_KINDS as _THINKING_KINDS
 from ..tokens import (
     canonical_json,
@@ -68,7 +69,6 @@ from ..tokens import (
     count_tool_definition_tokens,
     dropped_blocks,
 )
-from .catalog import ModelInfo, UnknownModel, get_model
 
 TTL: TypeAlias = Literal["5m", "1h"]
 Section: TypeAlias = Literal["tools", "system", "messages"]

@@ -27,8 +27,8 @@ from itertools import accumulate, compress, count
 from operator import itemgetter
 from typing import Any
 
+from ..catalog import get_model
 from ..llm.types import total_input_tokens
-from .catalog import get_model
 from .prefix import TTL, PreparedRequest, check_breakpoints
 
 TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}

@@ -15,12 +15,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import anthropic
+import httpx
 import httpx2
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from starlette.types import ASGIApp
 
 from .._choices import PROVIDERS as PROVIDERS
 from .._choices import Provider as Provider
+from ..llm.anthropic import AnthropicLLMClient
+from .app import create_app
+from .server import BackgroundServer
 
 if TYPE_CHECKING:
     from ..llm._adapter import ProviderAdapter
@@ -82,7 +86,6 @@ async def inprocess_llm(
     Bedrock: boto3 is synchronous, so it talks to a loopback `BackgroundServer` over the same
     state, stopped on exit. `max_retries` is the adapter's (`ProviderAdapter`), 0 by default
     so each call is one logged request."""
-    from .app import create_app
 
     if provider not in PROVIDERS:
         raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
@@ -90,12 +93,11 @@ async def inprocess_llm(
     async with contextlib.AsyncExitStack() as stack:
         adapter: ProviderAdapter
         if provider == "anthropic":
-            from ..llm.anthropic import AnthropicLLMClient
-
             adapter = AnthropicLLMClient(
                 api_key=api_key, http_client=asgi_http(app), max_retries=max_retries
             )
         elif provider == "openai":
+            # optional extra: openai is imported only when it is used
             from ..llm.openai import OpenAILLMClient
 
             adapter = OpenAILLMClient(
@@ -105,8 +107,7 @@ async def inprocess_llm(
                 max_retries=max_retries,
             )
         elif provider == "gemini":
-            import httpx
-
+            # optional extra: google-genai is imported only when it is used
             from ..llm.gemini import GeminiLLMClient
 
             # google-genai sends through httpx (not httpx2); the adapter does not close it.
@@ -122,8 +123,8 @@ async def inprocess_llm(
                 max_retries=max_retries,
             )
         else:
+            # optional extra: boto3 is imported only when it is used
             from ..llm.bedrock import BedrockLLMClient
-            from .server import BackgroundServer
 
             server = stack.enter_context(BackgroundServer(state))
             adapter = BedrockLLMClient(

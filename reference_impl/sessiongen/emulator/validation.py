@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
-from ..cache.catalog import UnknownModel, get_model, unknown_model_hint
 from ..cache.prefix import is_server_tool_result
+from ..catalog import UnknownModel, get_model, unknown_model_hint
 from ..tokens import (
     compaction_trigger,
     forced_server_tool,

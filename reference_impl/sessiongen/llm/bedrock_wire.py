@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ..catalog import UnknownModel, get_model
 from ..errors import ContextOverflow, ProviderError, provider_error_for_status
 from .types import (
     CacheMark,
@@ -213,7 +214,6 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
 
 def _one_hour_allowed(model: str) -> bool:
     """False for a catalogued Bedrock model without the 1h TTL; True otherwise."""
-    from ..cache.catalog import UnknownModel, get_model  # the cache package is imported late
 
     try:
         return get_model(model).one_hour_ttl

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ..catalog import UnknownModel, get_model
 from .types import LLMMessage, LLMRequest, ToolChoice, ToolResultContent, Usage
 from .wire_view import BlockKind, WireBlock, WireView, choice_or_default
 
@@ -56,6 +57,7 @@ ERRORS: Mapping[int, str] = MappingProxyType(
         504: "server_error",
     }
 )
+
 CONTEXT_LENGTH_CODE = "context_length_exceeded"
 
 
@@ -148,7 +150,6 @@ def lower_request(request: LLMRequest) -> dict[str, Any]:
 
 def _extended_retention(model: str) -> bool:
     """False for a catalogued OpenAI model without extended retention; True otherwise."""
-    from ..cache.catalog import UnknownModel, get_model  # the cache package is imported late
 
     try:
         return get_model(model).extended_retention

@@ -12,17 +12,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..sample import SAMPLE_AGENT
+from ..session.engine import SessionEngine
+from ..session.store import SessionStore
+from ..testing import ScriptedLLMClient
+from .app import create_app
+
 DEFAULT_PATH = Path("docs/openapi.json")
 
 
 def openapi_document() -> dict[str, Any]:
     """The app's OpenAPI document. It does not depend on the engine, the store or the
     provider, so a placeholder engine (never called) builds it."""
-    from ..sample import SAMPLE_AGENT
-    from ..session.engine import SessionEngine
-    from ..session.store import SessionStore
-    from ..testing import ScriptedLLMClient
-    from .app import create_app
 
     store = SessionStore()
     try:

@@ -25,6 +25,7 @@ disk too full for them, it is left to each session's next Drain and the server s
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -38,7 +39,10 @@ from .._bind import InsecureBind, check_bind, is_loopback, probe
 from .._choices import SERVE_PROVIDERS as PROVIDERS
 from .._choices import ServeProvider
 from ..emulator import EmulatorState, VirtualClock
+from ..emulator.client import inprocess_llm
 from ..errors import InsufficientStorage
+from ..llm._adapter import DEFAULT_MAX_RETRIES
+from ..llm.anthropic import AnthropicLLMClient
 from ..model import Agent
 from ..plugins import PluginHost, load_plugins, request_hook
 from ..plugins.warming import WarmingPlugin
@@ -108,9 +112,6 @@ def recover_interrupted(engine: SessionEngine) -> int:
 @asynccontextmanager
 async def _llm(provider: Provider) -> AsyncIterator[tuple[ProviderAdapter, str]]:
     """The provider client and a one-line description of it; closed on exit."""
-    from ..emulator.client import inprocess_llm
-    from ..llm._adapter import DEFAULT_MAX_RETRIES
-    from ..llm.anthropic import AnthropicLLMClient
 
     if provider == "emulator":
         state = EmulatorState(clock=RealTimeClock())
@@ -213,8 +214,6 @@ def serve(
     a directory, `OSError` when `host:port` cannot be bound and `sqlite3.Error` when `db`
     cannot be opened.
     """
-    import asyncio
-
     if not 1 <= port <= 65535:
         raise ValueError(f"port must be from 1 to 65535, got {port}")
     if provider not in PROVIDERS:

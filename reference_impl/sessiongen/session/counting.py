@@ -19,7 +19,7 @@ from operator import is_not
 
 from cachetools import LRUCache
 
-from ..cache.catalog import ModelInfo, UnknownModel, get_model
+from ..catalog import ModelInfo, UnknownModel, get_model
 from ..errors import ContextOverflow
 from ..llm import anthropic_wire
 from ..llm.types import Content, LLMMessage, LLMRequest, ToolCallContent
@@ -252,7 +252,7 @@ class ContextBudget:
 
 BLOCK_FRAMING = 4
 """Template tokens an estimate adds for each content block (a Messages block's framing is
-3 to 8: `cache/tokens.json`)."""
+3 to 8: `catalog/tokens.json`)."""
 
 
 def _block_estimate(block: Content) -> int:

@@ -7,12 +7,13 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
+from ..catalog import is_known_model, list_models
 from ..errors import AgentNotFound, InsufficientStorage, InvalidArgument
 from ..llm.client import LLMClient
 from ..model import Agent, Session, UserMessage
 from ..tools import ToolRegistry
 from .admission import admission_events, validate_prompt
+from .breakpoints import DEFAULT_CACHE_POLICY, CachePolicy
 from .context import SessionContext, Snapshot
 from .generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
 from .request import RequestHook, SessionModelRequest
@@ -89,7 +90,7 @@ class SessionEngine:
         return await self._drain(session_id)
 
     async def _drain(self, session_id: str, prompt: str | None = None) -> DrainResult:
-        import asyncio  # imported with the first drain, not with the package
+        import asyncio  # startup: imported with the first drain, not with the package
 
         lock = self._drains.setdefault(session_id, asyncio.Lock())
         async with lock:
@@ -156,11 +157,10 @@ class SessionEngine:
 def _check_model(agent: Agent) -> None:
     """The engine needs each model's facts (its context window) from the model catalog, so an
     uncatalogued model is refused when the engine is built, not at its first overflow check."""
-    from ..cache.catalog import is_known_model, list_models  # imported when an engine is built
 
     if not is_known_model(agent.model.id):
         known = ", ".join(info.id for info in list_models())
         raise InvalidArgument(
             f"agent {agent.name!r} uses model {agent.model.id!r}, which is not in the model "
-            f"catalog (sessiongen/cache/models.json); known: {known}"
+            f"catalog (sessiongen/catalog/models.json); known: {known}"
         )

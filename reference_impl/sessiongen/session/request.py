@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from ..cache_policy import DEFAULT_CACHE_POLICY, CachePolicy
 from ..llm.types import LLMRequest, SystemPart, ToolChoice
 from ..model import Message
+from .breakpoints import DEFAULT_CACHE_POLICY, CachePolicy
 from .context import Snapshot
 from .counting import ContextBudget
 from .transcript import LLMMessages, to_llm_messages

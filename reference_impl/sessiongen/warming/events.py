@@ -255,6 +255,7 @@ def _gc_paused() -> Iterator[None]:
 def _require_pyarrow(path: Path, doing: str) -> None:
     """Raise ParquetUnavailable, naming the file and the extra, unless pyarrow imports."""
     try:
+        # optional extra: pyarrow is imported only when it is used
         import pyarrow.parquet  # noqa: F401
     except ImportError as error:
         raise ParquetUnavailable(
@@ -272,6 +273,7 @@ def _parquet_lines(path: Path) -> Iterator[tuple[int, EventLine]]:
     """Each row of an events Parquet file and its number (from 1), validated with the same
     model as a JSONL line, read a batch of rows at a time."""
     _require_pyarrow(path, "reading")
+    # optional extra: pyarrow is imported only when it is used
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -349,6 +351,7 @@ def _columns(path: Path, schema: pa.Schema) -> list[str]:
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """A batch as one dict a row, as a JSONL line decodes. In Parquet every row has every
     field, so a null inside a block or usage struct is taken as the field left out."""
+    # optional extra: pyarrow is imported only when it is used
     import pyarrow as pa
 
     names = batch.schema.names
@@ -373,6 +376,7 @@ def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
 
 
 def _list_values(column: pa.Array[Any]) -> pa.Array[Any] | None:
+    # optional extra: pyarrow is imported only when it is used
     import pyarrow as pa
 
     if isinstance(column, pa.ListArray | pa.LargeListArray):
@@ -381,6 +385,7 @@ def _list_values(column: pa.Array[Any]) -> pa.Array[Any] | None:
 
 
 def _has_null_fields(column: pa.Array[Any] | None) -> bool:
+    # optional extra: pyarrow is imported only when it is used
     import pyarrow as pa
 
     if not isinstance(column, pa.StructArray):
@@ -527,6 +532,7 @@ def parquet_schema() -> pa.Schema:
     any column types the record model accepts, the token form, ISO 8601 or timestamp-typed
     times, string block ids."""
     _require_pyarrow(Path("events.parquet"), "writing")
+    # optional extra: pyarrow is imported only when it is used
     import pyarrow as pa
 
     fields: list[pa.Field[Any]] = [
@@ -546,6 +552,7 @@ _USAGE = ("input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_w
 
 
 def _block_struct() -> pa.StructType:  # a function: pyarrow imports only when used
+    # optional extra: pyarrow is imported only when it is used
     import pyarrow as pa
 
     return pa.struct(
@@ -564,6 +571,7 @@ def write_events_parquet(trace: Trace, path: str | Path, row_group_rows: int = 6
     for a trace the format cannot hold, ParquetUnavailable without pyarrow."""
     path = Path(path)
     _require_pyarrow(path, "writing")
+    # optional extra: pyarrow is imported only when it is used
     import pyarrow.parquet as pq
 
     _check_writable(trace)
@@ -577,6 +585,7 @@ def write_events_parquet(trace: Trace, path: str | Path, row_group_rows: int = 6
 def _batch(requests: Sequence[TraceRequest], schema: pa.Schema) -> pa.RecordBatch:
     """Requests as one record batch, built column by column: a list of dicts a row would
     cost pyarrow a Python object per block."""
+    # optional extra: pyarrow is imported only when it is used
     import pyarrow as pa
 
     offsets = [0]

@@ -32,12 +32,12 @@ from typing import Any
 
 from ..cache.pricing import cost
 from ..cache.store import TTL_SECONDS
-from ..cache_policy import CachePolicy, lookback_ladder, opencode_default, previous_tail
 from ..lab import EmulatorLab, LoggedUsage, emulator_lab
 from ..llm.client import LLMClient
 from ..llm.types import LLMRequest, LLMResponse, StreamEvent, Usage
 from ..model import Agent
 from ..sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
+from ..session.breakpoints import CachePolicy, lookback_ladder, opencode_default, previous_tail
 from ..tokens import BYTES_PER_TOKEN, count_text_tokens, count_tool_call_tokens
 from .generator import LogNormal, SessionMix
 

@@ -38,6 +38,7 @@ class PlotsUnavailable(ImportError):
 def require_matplotlib() -> None:
     """Raise PlotsUnavailable unless matplotlib imports: callers check before a long run."""
     try:
+        # optional extra: matplotlib is imported only when it is used
         import matplotlib  # noqa: F401
     except ImportError as exc:
         raise PlotsUnavailable(INSTALL_HINT) from exc
@@ -46,6 +47,7 @@ def require_matplotlib() -> None:
 def _figure(width: float, height: float) -> tuple[Figure, Axes]:
     """A figure on its own Agg canvas (PNG rendering without pyplot or a display)."""
     require_matplotlib()
+    # optional extra: matplotlib is imported only when it is used
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -64,6 +66,7 @@ def _duration(seconds: float) -> str:
 
 def _seconds_axis(axes: Axes) -> None:
     """Label a log x axis of seconds in readable durations at round points, not 10^k."""
+    # optional extra: matplotlib is imported only when it is used
     from matplotlib.ticker import NullFormatter
 
     low, high = axes.get_xlim()
@@ -91,6 +94,7 @@ def cost_by_policy(rows: Sequence[PolicyRow], *, title: str | None = None) -> Fi
     online policies and offline yardsticks in two colours, a line at 1 (the optimum)."""
     if not rows:
         raise ValueError("no policy rows to draw")
+    # optional extra: matplotlib is imported only when it is used
     from matplotlib.patches import Patch
 
     ordered = sorted(rows, key=lambda r: r.ratio_to_optimum, reverse=True)

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...cache import CacheUsage
-from ...cache.catalog import UnknownModel, get_model, unknown_model_hint
+from ...catalog import UnknownModel, get_model, unknown_model_hint
 from ...llm.bedrock_wire import CODE_FOR_STATUS
 from ..boundary import CONVERSE, first_error
 from ..errors import APIError

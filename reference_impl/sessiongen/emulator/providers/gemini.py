@@ -40,7 +40,7 @@ from pydantic import TypeAdapter
 from starlette.types import Receive, Scope, Send
 
 from ...cache import FlatBlock, ImplicitRule
-from ...cache.catalog import ModelInfo, UnknownModel, get_model, unknown_model_hint
+from ...catalog import ModelInfo, UnknownModel, get_model, unknown_model_hint
 from ...llm.gemini_wire import ERROR_STATUSES, camel_case_body
 from ...tokens import canonical_json, declarations_of, gemini_positions
 from ..boundary import CACHED_CONTENT, GENERATE, first_error

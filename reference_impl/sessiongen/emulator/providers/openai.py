@@ -48,7 +48,7 @@ from ...cache import (
     UnknownModel,
     get_model,
 )
-from ...cache.catalog import unknown_model_hint
+from ...catalog import unknown_model_hint
 from ...llm.openai_wire import CACHE_INCREMENT, error_type_for
 from ...tokens import (
     canonical_json,

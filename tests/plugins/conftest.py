@@ -31,11 +31,11 @@ def host_on(
     engine = lab.rebuild(hooks=[request_hook(pm)])
     host = PluginHost(engine, pm, lab.emulator.clock)
     host.startup()
+    engine.turn_listeners.append(host.turn_settled)
     return engine, host
 
 
 async def turn(lab: EmulatorLab, engine: SessionEngine, host: PluginHost, sid: str) -> None:
-    """A durable turn as a host runs it: the engine's, then `turn_settled`."""
+    """A durable turn as a host runs it: the engine tells the host it ended."""
     lab.script(ANSWER)
     await engine.run(sid, "What is in src/app.py?")
-    host.turn_settled(sid)

@@ -67,6 +67,7 @@ async def test_an_entry_point_plugin_sees_warming_pings_by_their_metadata(
     engine = lab.rebuild(hooks=[request_hook(pm)])
     host = PluginHost(engine, pm, lab.emulator.clock)
     host.startup()
+    engine.turn_listeners.append(host.turn_settled)
     assert host.names() == ["warming", "recap", "thirdparty"]
 
     sid = engine.create_session("forge", workspace=lab.workspace).id

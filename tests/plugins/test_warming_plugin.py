@@ -58,7 +58,6 @@ async def test_no_ping_while_a_durable_turn_is_in_flight(lab: EmulatorLab) -> No
     assert await warming.keeper.advance_to(1000) == []
     (await lab.admin.post("/_emulator/release")).raise_for_status()
     await running
-    host.turn_settled(sid)
     assert warming.keeper.schedule(sid) == 1000 + 270
     assert len(lab.requests()) == 2
 

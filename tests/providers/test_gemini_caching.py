@@ -218,6 +218,23 @@ async def test_list_names_the_live_caches(emulated: Emulated) -> None:
     assert paged.json()["cachedContents"][0]["name"] == kept.name
 
 
+async def test_a_reset_forgets_the_caches_and_a_second_state_never_saw_them(
+    emulated: Emulated,
+) -> None:
+    """The resources are the emulator state's own (issue 30: they lived in a module table
+    that `reset()` could not see): a reset empties them, and another state's app lists
+    nothing of this one's."""
+    made = await make_cache(emulated, "reset")
+    other = EmulatorState(framing=False)
+    transport = httpx.ASGITransport(app=create_app(other))
+    async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+        assert (await http.get("/v1beta/cachedContents")).json() == {}
+    assert list(emulated.state.cached_contents) == [made.name]
+    emulated.state.reset()
+    assert emulated.state.cached_contents == {}
+    assert [c.name async for c in await emulated.sdk.aio.caches.list()] == []
+
+
 @pytest.mark.parametrize(
     ("method", "path", "code", "status"),
     [

@@ -37,7 +37,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessiongen.emulator import EmulatorState, create_app
-from sessiongen.emulator.providers import gemini
 from starlette.testclient import TestClient
 
 LONG = os.environ.get("SESSIONGEN_LONG") == "1"
@@ -360,7 +359,7 @@ def _view(client: TestClient, state: EmulatorState) -> dict[str, Any]:
         "hold": client.get("/_emulator/hold").json(),
         "script": len(state._script),
         "faults": state.pending_faults(),
-        "cached_contents": sorted(gemini._RESOURCES.get(state, {})),
+        "cached_contents": sorted(state.cached_contents),
         "log": requests,
     }
 

@@ -181,4 +181,4 @@ async def test_unknown_ids_leave_no_per_session_state(
     for n in range(5):
         await client.post(f"/api/session/ses_9{n}/prompt", json={"prompt": "hi"})
         await client.delete(f"/api/session/ses_9{n}")
-    assert app.state.service._turns == {}  # no lock per unknown id
+    assert app.state.service.engine._turns == {}  # no lock per unknown id

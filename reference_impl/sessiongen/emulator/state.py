@@ -367,6 +367,9 @@ class EmulatorState:
         self._pending_holds = 0
         self._held: list[Hold] = []
         self._counters = {"req": 0, "msg": 0, "toolu": 0}
+        self.cached_contents: dict[str, Any] = {}
+        """Gemini's explicit caches (`cachedContents` resources) by name; each one's tokens
+        live in `cache` like any entry, so it is gone when its entry is."""
 
     # --- ids -----------------------------------------------------------------------------
 
@@ -591,7 +594,8 @@ class EmulatorState:
         return self.cache.process(request, now=started_at, ttft=self.ttft)
 
     def reset(self) -> None:
-        """Clear cache, log (and its dropped count), script, faults, holds and counters; the
+        """Clear cache (and Gemini's cachedContents), log (and its dropped count), script,
+        faults, holds and counters; the
         clock goes back to 0 and the time-to-first-token, the linger and the lifetimes to
         their initial values. Held requests are let go as reset."""
         with self._lock:
@@ -603,6 +607,7 @@ class EmulatorState:
             self.lifetimes = dict(self._default_lifetimes)
             self.framing = self._default_framing
             self.cache.clear()
+            self.cached_contents.clear()
             self._log.clear()
             self._log_size = 0
             self._dropped = 0

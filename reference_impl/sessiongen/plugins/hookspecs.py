@@ -7,9 +7,10 @@ after a spec below; it may take any subset of the spec's arguments, by name. Thr
   Step, generate and compaction (SG-HOOK-1), so it must be quick and must not block;
 - `sessiongen_startup`: once, when the host starts the plugins; keep `ctx` to call
   `ctx.session.generate(...)` later;
-- `sessiongen_turn_settled`: after each durable turn the host ran. The server's prompt
-  route calls it; code that drives `SessionEngine` itself calls
-  `PluginHost.turn_settled(session_id, revision)` after each `engine.run(...)`.
+- `sessiongen_turn_settled`: after each durable turn of the host's engine. The engine calls
+  each of its `turn_listeners` when `engine.run(...)` ends; `create_app` adds the host's
+  `turn_settled`, and code that drives `SessionEngine` itself adds it once:
+  `engine.turn_listeners.append(host.turn_settled)`.
 
 Wrappers (`@hookimpl(wrapper=True)`) are not supported on these hooks: the host calls the
 request hooks as a chain and the turn hooks one by one (see `manager`), not through

@@ -14,9 +14,9 @@ request preparation. The engine must be built with that hook, before the host ex
     engine = SessionEngine(store, llm, agents, hooks=[request_hook(pm)])
     host = PluginHost(engine, pm, clock)
     host.startup()
+    engine.turn_listeners.append(host.turn_settled)  # told when each engine.run ends
     ...
     await engine.run(session_id, text)
-    host.turn_settled(session_id)  # the revision the turn left, read from the store
 """
 
 from __future__ import annotations

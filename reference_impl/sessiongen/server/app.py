@@ -1,7 +1,8 @@
 """The HTTP server's FastAPI app: sessions, durable turns, session.generate and warming.
 
 `create_app(engine)` serves one `SessionEngine` with its plugins (`sessiongen.plugins`):
-the prompt route tells them each turn that settled (`sessiongen_turn_settled`), and the
+the engine tells them each turn that settled (`sessiongen_turn_settled`, its host being one
+of `engine.turn_listeners`), and the
 warming routes and the lifespan's keeper loop go through the built-in `warming` plugin.
 
 Every error is application/problem+json
@@ -45,7 +46,7 @@ from ..errors import (
     Unauthorized,
 )
 from ..llm.types import ToolCall
-from ..model import AssistantMessage, TextPart, ToolCallPart
+from ..model import TextPart, ToolCallPart
 from ..plugins import (
     PluginErrorHandler,
     PluginHost,
@@ -54,7 +55,7 @@ from ..plugins import (
     log_plugin_error,
 )
 from ..sample import SAMPLE_AGENT
-from ..session.admission import MAX_PROMPT_CHARS, validate_prompt
+from ..session.admission import MAX_PROMPT_CHARS
 from ..session.engine import SessionEngine
 from ..session.generate import GenerateResult
 from ..warming.keeper import MonotonicClock, WarmingKeeper
@@ -145,21 +146,12 @@ class _Service:
         self.warming_plugin = warming
         self.workspace = workspace
         self.default_agent = default_agent
-        self._turns: dict[str, asyncio.Lock] = {}
 
     @property
     def keeper(self) -> WarmingKeeper:
         """The warming plugin's keeper, made when first needed (fitting the default policy
         takes time an app that never warms need not pay)."""
         return self.warming_plugin.keeper
-
-    def turn_lock(self, session_id: str) -> asyncio.Lock:
-        """One admitted prompt drains at a time per session, so each Drain settles exactly the
-        prompt its request admitted (a Drain with nothing pending would still call the model).
-        Only an existing session gets a lock, so unknown ids leave nothing behind."""
-        if not self.engine.store.exists(session_id):
-            raise SessionNotFound(session_id)
-        return self._turns.setdefault(session_id, asyncio.Lock())
 
     def view(self, session_id: str) -> SessionView:
         record = self.engine.store.read(session_id)
@@ -177,39 +169,21 @@ class _Service:
         )
 
     async def turn(self, session_id: str, prompt: str) -> TurnResult:
-        """Admit and drain under the session's drain lease, taken before the admission: when
-        another process sharing the store file is draining the session, the turn is refused
-        (`SessionBusy`, 409) with nothing admitted, so the steps that end the history when
-        the Drain returns are this turn's. `engine.run` stores the prompt with its Step or
-        not at all: a full disk refuses the turn (`InsufficientStorage`, 507) before the
-        prompt is stored, or says it was."""
-        async with self.turn_lock(session_id):
-            validate_prompt(prompt)  # a caller mistake is reported before a busy session
-            with self.engine.lease(session_id):
-                try:
-                    drained = await self.engine.run(session_id, prompt)
-                except BaseException:
-                    # A failed turn ends too: the keeper restarts from what the store has.
-                    with suppress(SessionNotFound):  # never mask the turn's own error
-                        self.plugins.turn_settled(session_id)
-                    raise
-                record = self.engine.store.read(session_id)
-            self.plugins.turn_settled(session_id, record.session.revision)
-        steps: list[AssistantMessage] = []
-        for message in reversed(record.messages):  # the turn's Steps end the history
-            if not isinstance(message, AssistantMessage):
-                break
-            steps.insert(0, message)
-        last = steps[-1].parts if steps else ()
+        """`engine.run`: admitted and drained under the session's turn lock and drain lease
+        (`SessionBusy`, 409, with nothing admitted, when another process is draining it);
+        a full disk refuses the turn (`InsufficientStorage`, 507) before the prompt is
+        stored, or says it was. The engine tells the plugins the turn ended."""
+        drained = await self.engine.run(session_id, prompt)
+        last = drained.messages[-1].parts if drained.messages else ()
         return TurnResult(
             session_id=session_id,
-            revision=record.session.revision,
+            revision=drained.revision,
             steps=drained.steps,
             finish_reason=drained.finish_reason,
             text="".join(p.text for p in last if isinstance(p, TextPart)),
             tool_calls=[
                 ToolCall(id=p.id, name=p.name, input=p.input)
-                for m in steps
+                for m in drained.messages
                 for p in m.parts
                 if isinstance(p, ToolCallPart)
             ],
@@ -217,10 +191,10 @@ class _Service:
         )
 
     async def delete(self, session_id: str) -> None:
-        async with self.turn_lock(session_id):  # a turn in flight settles first
+        async with self.engine.turn_lock(session_id):  # a turn in flight settles first
             self.engine.store.delete(session_id)  # first: a refused delete changes nothing
             self.warming_plugin.unwatch(session_id)
-        self._turns.pop(session_id, None)
+        self.engine.forget(session_id)
 
     def warming(self, session_id: str) -> WarmingView:
         if not self.engine.store.exists(session_id):
@@ -297,6 +271,8 @@ def create_app(
     if plugins.on_error is log_plugin_error:  # the server logs nothing unscrubbed
         plugins.on_error = _plugin_error_logger(redactor)
     plugins.startup()
+    if plugins.turn_settled not in engine.turn_listeners:
+        engine.turn_listeners.append(plugins.turn_settled)  # each turn's end, from the engine
     warming = plugins.plugin("warming")
     if not isinstance(warming, WarmingPlugin):
         raise ValueError("the server's warming routes need the built-in 'warming' plugin")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..catalog import is_known_model, list_models
-from ..errors import AgentNotFound, InsufficientStorage, InvalidArgument
+from ..errors import AgentNotFound, InsufficientStorage, InvalidArgument, SessionNotFound
 from ..llm.client import LLMClient
 from ..model import Agent, Session, UserMessage
 from ..tools import ToolRegistry
@@ -22,6 +22,11 @@ from .store import SessionRecord, SessionStore
 
 if TYPE_CHECKING:
     import asyncio
+
+TurnListener = Callable[[str, "int | None"], None]
+"""Told `(session id, revision)` when a durable turn (`SessionEngine.run`) ends: the revision
+it left, or None when it failed (the listener reads the store's). `PluginHost.turn_settled`
+is one."""
 
 
 class SessionEngine:
@@ -49,7 +54,9 @@ class SessionEngine:
         self.preparation = SessionModelRequest(hooks=list(hooks), cache_policy=cache_policy)
         self.runner = SessionRunner(store, llm, self.context, self.preparation, self.tools)
         self.generator = SessionGenerate(self.context, self.preparation, llm, self.tools)
-        self._drains: dict[str, asyncio.Lock] = {}
+        self._turns: dict[str, asyncio.Lock] = {}
+        self.turn_listeners: list[TurnListener] = []
+        """Told when each turn of this engine ends (`create_app` adds its plugins' host)."""
 
     def create_session(
         self,
@@ -83,23 +90,31 @@ class SessionEngine:
         turn can hold it around its admission and its Drain."""
         return self.runner.leased(session_id)
 
+    def turn_lock(self, session_id: str) -> asyncio.Lock:
+        """One turn or Drain of a session at a time in this engine, so each Drain settles
+        exactly the prompt its turn admitted (`SessionNotFound` for an unknown session,
+        which then leaves nothing behind). Across processes, the store's drain lease."""
+        import asyncio  # startup: imported with the first drain, not with the package
+
+        if not self.store.exists(session_id):
+            raise SessionNotFound(session_id)
+        return self._turns.setdefault(session_id, asyncio.Lock())
+
+    def forget(self, session_id: str) -> None:
+        """Drop a deleted session's turn lock."""
+        self._turns.pop(session_id, None)
+
     async def drain(self, session_id: str) -> DrainResult:
         """Run the Drain; one at a time per session in this engine, and, through the
         session's drain lease in the store, across processes sharing the store file: a
         session another live process is draining raises `SessionBusy`, nothing written."""
-        return await self._drain(session_id)
-
-    async def _drain(self, session_id: str, prompt: str | None = None) -> DrainResult:
-        import asyncio  # startup: imported with the first drain, not with the package
-
-        lock = self._drains.setdefault(session_id, asyncio.Lock())
-        async with lock:
-            return await self.runner.drain(session_id, prompt)
+        async with self.turn_lock(session_id):
+            return await self.runner.drain(session_id)
 
     async def run(self, session_id: str, text: str) -> DrainResult:
         """A durable turn: admit, then drain, under the session's drain lease taken before
         the admission, so a session another live process is draining refuses the turn with
-        `SessionBusy` and nothing admitted.
+        `SessionBusy` and nothing admitted; then each of `turn_listeners` is told it ended.
 
         The prompt is stored with its Step or not at all: the Drain admits it in the
         transaction that opens its first Step. A turn refused before (`InsufficientStorage`
@@ -108,10 +123,24 @@ class SessionEngine:
         raises `InsufficientStorage` saying the prompt was stored, its Step to be marked
         interrupted by the session's next Drain, as a provider failure mid-Step leaves it."""
         validate_prompt(text)  # a caller mistake is reported before a busy session
+        async with self.turn_lock(session_id):
+            try:
+                drained = await self._admit_and_drain(session_id, text)
+            except BaseException:
+                # A failed turn ends too: a listener restarts from what the store has.
+                for listener in self.turn_listeners:
+                    with suppress(Exception):  # never mask the turn's own error
+                        listener(session_id, None)
+                raise
+            for listener in self.turn_listeners:
+                listener(session_id, drained.revision)
+        return drained
+
+    async def _admit_and_drain(self, session_id: str, text: str) -> DrainResult:
         with self.lease(session_id):
             before = len(self.store.read(session_id).messages)
             try:
-                return await self._drain(session_id, text)
+                return await self.runner.drain(session_id, text)
             except InsufficientStorage as error:
                 added = self.store.read(session_id).messages[before:]
                 if not any(isinstance(m, UserMessage) for m in added):
@@ -125,7 +154,7 @@ class SessionEngine:
 
     def drain_in_flight(self, session_id: str) -> bool:
         """Whether this engine is running a Drain of the session right now."""
-        lock = self._drains.get(session_id)
+        lock = self._turns.get(session_id)
         return lock is not None and lock.locked()
 
     def get_session(self, session_id: str) -> SessionRecord:

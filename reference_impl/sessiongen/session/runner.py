@@ -23,6 +23,7 @@ from ..errors import SessionBusy
 from ..llm.client import LLMClient
 from ..llm.types import FinishReason, Usage
 from ..model import (
+    AssistantMessage,
     Event,
     InputAdmitted,
     PendingInput,
@@ -46,13 +47,15 @@ INTERRUPTED_BY_EXIT = "the process ended before the Step settled"
 
 @dataclass(frozen=True)
 class DrainResult:
-    """What one drain did: the steps it ran, the last finish reason, the summed usage, and
-    the session's revision when it ended (what a later `generate` reports unchanged)."""
+    """What one drain did: the steps it ran, the last finish reason, the summed usage, the
+    session's revision when it ended (what a later `generate` reports unchanged), and its
+    Steps' messages as they settled."""
 
     steps: int
     finish_reason: FinishReason | None
     usage: Usage = field(default_factory=Usage)
     revision: int = 0
+    messages: tuple[AssistantMessage, ...] = ()
 
 
 @dataclass
@@ -120,6 +123,7 @@ class SessionRunner:
         usage = Usage()
         finish: FinishReason | None = None
         step = 0
+        step_ids: set[str] = set()  # the Steps this Drain opened
         while True:
             step += 1
             # Instructions before promotion, so an update sits before the prompt it
@@ -161,6 +165,7 @@ class SessionRunner:
             revision = self.store.append(session_id, opening)
             prompt = None
             step_message = message_id(revision)
+            step_ids.add(step_message)
             # Prepared from the history the Step opened on (its open message is cut from it),
             # at the revision before its opening, as when the Step was a write of its own.
             snapshot = replace(self.context.select(session_id), revision=revision - 1)
@@ -180,5 +185,10 @@ class SessionRunner:
                 snapshot.session.workspace,
             )
             if not settled.tool_calls or step >= snapshot.agent.steps:
-                revision = self.store.read(session_id).session.revision
-                return DrainResult(step, finish, usage, revision)
+                record = self.store.read(session_id)
+                ran = tuple(
+                    m
+                    for m in record.messages
+                    if isinstance(m, AssistantMessage) and m.id in step_ids
+                )
+                return DrainResult(step, finish, usage, record.session.revision, ran)

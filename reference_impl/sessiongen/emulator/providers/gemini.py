@@ -32,7 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -501,9 +500,6 @@ class CachedContent:
         return resource
 
 
-# Per emulator state, so a second app gets its own; reset() of the state cannot see it, so a
-# resource whose store entry is gone (reset) is treated as gone too.
-_RESOURCES: WeakKeyDictionary[EmulatorState, dict[str, CachedContent]] = WeakKeyDictionary()
 DEFAULT_TTL_SECONDS = 3600.0  # "1 hour" (Vertex docs; Gemini API: third-party quote)
 EXPLICIT_LABEL = "cachedContent"
 _EXPIRATION = ("ttl", "expireTime")
@@ -572,7 +568,7 @@ def _live(state: EmulatorState, item: CachedContent, now: float) -> bool:
 
 
 def _resource(state: EmulatorState, name: str, now: float) -> CachedContent:
-    item = _RESOURCES.get(state, {}).get(name)
+    item: CachedContent | None = state.cached_contents.get(name)
     if item is None or not _live(state, item, now):
         raise GeminiError(403, f"CachedContent not found (or permission denied): {name}")
     return item
@@ -626,7 +622,7 @@ def create_cached_content(state: EmulatorState, body: Any, now: float) -> Cached
         expires_at=item.expire_time,
         label=EXPLICIT_LABEL,
     )
-    _RESOURCES.setdefault(state, {})[item.name] = item
+    state.cached_contents[item.name] = item
     return item
 
 
@@ -659,7 +655,7 @@ def list_cached_contents(
         raise _invalid("Invalid pageSize or pageToken.") from None
     if size < 1 or offset < 0:
         raise _invalid("Invalid pageSize or pageToken.")
-    live = [i for i in _RESOURCES.get(state, {}).values() if _live(state, i, now)]
+    live = [i for i in state.cached_contents.values() if _live(state, i, now)]
     page = live[offset : offset + size]
     answer: dict[str, Any] = {}
     if page:
@@ -695,7 +691,7 @@ async def _admin_call(
                 item = _resource(state, name, now)
                 if action == "delete":
                     state.cache.remove(explicit_namespace(item.model), item.name)
-                    del _RESOURCES[state][name]
+                    del state.cached_contents[name]
                 else:
                     answer = item.resource()
     except GeminiError as exc:

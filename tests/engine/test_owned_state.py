@@ -25,7 +25,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sessiongen import Agent, SessionEngine, SessionModelRequest, SessionStore
 from sessiongen.llm.anthropic_wire import lower_request
-from sessiongen.llm.types import CacheMark, LLMRequest, SystemPart, ToolDefinition
+from sessiongen.llm.types import (
+    CacheMark,
+    LLMMessage,
+    LLMRequest,
+    SystemPart,
+    TextContent,
+    ToolDefinition,
+)
 from sessiongen.model import (
     AssistantMessage,
     CompactionCompleted,
@@ -216,6 +223,19 @@ def test_a_changed_message_is_counted_afresh_and_messages_keep_nothing() -> None
     bigger = LLMRequest(model="claude-sonnet-4-6", messages=(changed,))
     assert counter.count(bigger) == count_request_tokens(bigger) > counter.count(request)
     assert not hasattr(message, "__dict__") or set(vars(message)) == {"role", "content"}
+    # Far from the end too (the counter compares a request's head in one pass).
+    long = tuple(
+        LLMMessage(
+            role="user" if i % 2 == 0 else "assistant",
+            content=(TextContent(text=f"message {i} " * 10),),
+        )
+        for i in range(40)
+    )
+    first = LLMRequest(model="claude-sonnet-4-6", messages=long)
+    assert counter.count(first) == count_request_tokens(first)
+    edited = (*long[:5], long[5].model_copy(update={"content": long[5].content * 3}), *long[6:])
+    second = LLMRequest(model="claude-sonnet-4-6", messages=edited)
+    assert counter.count(second) == count_request_tokens(second) > counter.count(first)
 
 
 # --- a preparation with what was kept equals one from scratch, after every change ----------

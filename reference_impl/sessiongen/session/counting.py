@@ -80,6 +80,8 @@ _WHOLE_BODY_KEYS = frozenset({"model", "messages", "system", "tools"})
 REMEMBERED = 8
 """How many counted requests a counter remembers (a session's Step and its generate tails,
 a few sessions at once)."""
+FEW = 4
+"""A prefix that leaves at most this many messages to count ends the search."""
 
 
 @dataclass(frozen=True)
@@ -91,14 +93,24 @@ class _Counted:
 
 
 def _shared_prefix(a: tuple[LLMMessage, ...], b: tuple[LLMMessage, ...]) -> int:
-    """How many leading messages `a` and `b` share by value."""
+    """How many leading messages `a` and `b` share by value. Two requests of one session
+    differ, if at all, near their ends (a new turn, moved cache marks): the head is compared
+    in one C-level tuple comparison, the last few one by one."""
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:
+    head = max(n - TAIL, 0)
+    if a[:head] == b[:head]:
+        for i in range(head, n):
+            if a[i] is not b[i] and a[i] != b[i]:
+                return i
         return n
     for i in compress(count(), map(is_not, a, b)):  # identical ones are equal: skipped
         if a[i] != b[i]:
             return i
     return n
+
+
+TAIL = 16
+"""How many trailing messages `_shared_prefix` compares one by one."""
 
 
 class RequestCounter:
@@ -124,11 +136,14 @@ class RequestCounter:
         messages = tuple(request.messages)
         shared = 0
         sums: tuple[int, ...] = (0,)
-        for counted in self._counted:
-            if counted.key == key:
-                k = _shared_prefix(counted.messages, messages)
-                if k > shared:
-                    shared, sums = k, counted.sums[: k + 1]
+        for counted in self._counted:  # the latest first
+            if counted.key != key or len(counted.messages) <= shared:
+                continue
+            k = _shared_prefix(counted.messages, messages)
+            if k > shared:
+                shared, sums = k, counted.sums[: k + 1]
+            if k >= len(messages) - FEW:
+                break  # at most a few messages left to count: no older one saves more
         added: list[int] = []
         for message in messages[shared:]:
             tokens = _message_tokens(message, request.model)

@@ -186,9 +186,10 @@ class SessionRunner:
             )
             if not settled.tool_calls or step >= snapshot.agent.steps:
                 record = self.store.read(session_id)
-                ran = tuple(
-                    m
-                    for m in record.messages
-                    if isinstance(m, AssistantMessage) and m.id in step_ids
-                )
-                return DrainResult(step, finish, usage, record.session.revision, ran)
+                ran: list[AssistantMessage] = []
+                for message in reversed(record.messages):  # its Steps are the latest ones
+                    if isinstance(message, AssistantMessage) and message.id in step_ids:
+                        ran.insert(0, message)
+                        if len(ran) == len(step_ids):
+                            break
+                return DrainResult(step, finish, usage, record.session.revision, tuple(ran))

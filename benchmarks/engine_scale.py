@@ -182,7 +182,7 @@ class Fixture:
         preparation.prepare(snapshot, operation="step", step=1)
 
     def generate_prepare(self) -> None:
-        self.engine.generator.prepare(self.sid, "Recap in one sentence.")
+        self.engine.prepare_generate(self.sid, "Recap in one sentence.")
 
     def durable_turn(self) -> None:
         self.llm.requests.clear()

@@ -17,6 +17,7 @@ __all__ = [
     "ContextOverflow",
     "DrainResult",
     "EmptyPrompt",
+    "GenerateOptions",
     "GenerateResult",
     "InstructionsInitializationBlocked",
     "InsufficientStorage",
@@ -32,6 +33,7 @@ __all__ = [
     "NotARegularFile",
     "NotFound",
     "PathOutsideWorkspace",
+    "PreparedGenerate",
     "PromptTooLarge",
     "ProviderAuthenticationError",
     "ProviderConnectionError",
@@ -81,7 +83,9 @@ _DEFINED_IN: dict[str, str] = {
     "ContextOverflow": ".errors",
     "DrainResult": ".session.runner",
     "EmptyPrompt": ".errors",
+    "GenerateOptions": ".session.generate",
     "GenerateResult": ".session.generate",
+    "PreparedGenerate": ".session.generate",
     "InstructionsInitializationBlocked": ".errors",
     "InsufficientStorage": ".errors",
     "InvalidArgument": ".errors",
@@ -201,7 +205,9 @@ if TYPE_CHECKING:
         SessionEngine,
     )
     from .session.generate import (
+        GenerateOptions,
         GenerateResult,
+        PreparedGenerate,
         ToolResult,
         ToolsPolicy,
     )

@@ -62,15 +62,18 @@ def test_a_tool_result_is_not_an_error_unless_told() -> None:
 
 
 def test_every_generate_surface_has_the_engines_signature() -> None:
-    """`generate` is spelt out on each surface (engine, generator, plugin context, both HTTP
-    clients) so that `help()`, IDEs and type checkers show its real keywords; this keeps the
-    copies one: same parameters, kinds, defaults and annotations, and the HTTP body's fields
-    are the keyword arguments with the same defaults."""
+    """`generate` is spelt out on each edge (engine, plugin context, both HTTP clients, and
+    `prepare_generate`) so that `help()`, IDEs and type checkers show its real keywords;
+    this keeps the copies one: same parameters, kinds, defaults and annotations. Below the
+    edges it travels whole, as one `GenerateOptions` (issue 30), whose fields, like the HTTP
+    body's, are the prompt and the keyword arguments with the same defaults."""
+    import dataclasses
+
     from sessiongen import SessionEngine
     from sessiongen.client import AsyncSessiongenClient, SessiongenClient
     from sessiongen.plugins.context import SessionAccess
     from sessiongen.server.models import GenerateRequest
-    from sessiongen.session.generate import SessionGenerate
+    from sessiongen.session.generate import GenerateOptions, SessionGenerate
 
     def shape(function: Callable[..., Any]) -> list[tuple[str, Any, Any, Any]]:
         parameters = list(inspect.signature(function).parameters.values())[1:]  # not self
@@ -84,11 +87,28 @@ def test_every_generate_surface_has_the_engines_signature() -> None:
         "warming",
         "tag",
     ]
-    for surface in (SessionGenerate, SessionAccess, SessiongenClient, AsyncSessiongenClient):
+    for surface in (SessionAccess, SessiongenClient, AsyncSessiongenClient):
         assert shape(surface.generate) == engine, surface.__name__
-    assert shape(SessionGenerate.prepare) == engine  # the request generate would send
+    assert shape(SessionEngine.prepare_generate) == engine  # the request generate would send
+    for below in (SessionGenerate.generate, SessionGenerate.prepare):
+        assert [name for name, *_ in shape(below)] == ["session_id", "options"]
     keywords = {name: default for name, kind, default, _ in engine if kind is KEYWORD_ONLY}
+    options = {f.name: f.default for f in dataclasses.fields(GenerateOptions)}
+    assert options == {"prompt": dataclasses.MISSING, **keywords}
     fields = GenerateRequest.model_fields
     assert set(fields) == {"prompt", *keywords}
     assert fields["prompt"].is_required()
     assert {name: fields[name].default for name in keywords} == keywords
+
+
+def test_generate_options_are_checked_once_where_they_come_in() -> None:
+    """`GenerateOptions` takes the policy's word and keeps the enum, and refuses what the
+    engine refuses, with the same typed errors."""
+    from sessiongen import EmptyPrompt, GenerateOptions, InvalidArgument, ToolsPolicy
+
+    assert GenerateOptions("Recap.", "no_tools").tools_policy is ToolsPolicy.NO_TOOLS  # type: ignore[arg-type]
+    with pytest.raises(EmptyPrompt):
+        GenerateOptions("  ")
+    for bad in ({"tools_policy": "all"}, {"warming": 1}, {"tag": 3}):
+        with pytest.raises(InvalidArgument):
+            GenerateOptions("Recap.", **bad)

@@ -72,7 +72,7 @@ async def test_far_from_the_limit_nothing_is_counted(
     assert spy.counted == 1
     for turn in range(3):
         await engine.run(session, f"turn {turn}")
-        engine.generator.prepare(session, "Recap.")
+        engine.prepare_generate(session, "Recap.")
     assert spy.counted == 1
 
 

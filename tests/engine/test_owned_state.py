@@ -255,8 +255,8 @@ class Checker:
         try:
             for warming in (False, True):
                 for prompt in ("Recap in one sentence.", "Recap in one sentence.", "Other?"):
-                    ours = self.engine.generator.prepare(self.session, prompt, warming=warming)
-                    theirs = fresh.generator.prepare(self.session, prompt, warming=warming)
+                    ours = self.engine.prepare_generate(self.session, prompt, warming=warming)
+                    theirs = fresh.prepare_generate(self.session, prompt, warming=warming)
                     _same(ours.request, theirs.request)
             for step in (1, self.agent.steps):
                 ours_step = self.engine.preparation.prepare(
@@ -397,7 +397,7 @@ def _turn(revision: int, text: str) -> list[Any]:
 
 
 def _last_user_text(engine: SessionEngine, session: str) -> str:
-    request = engine.generator.prepare(session, "Recap.").request
+    request = engine.prepare_generate(session, "Recap.").request
     return " ".join(getattr(b, "text", "") for b in request.messages[-1].content)
 
 

@@ -137,7 +137,7 @@ def test_generate_keeps_only_its_last_appended_prompts(
     sid = engine.create_session("build", workspace=workspace).id
     prompts = [f"prompt {n}" for n in range(APPENDED_KEPT + 5)]
     for prompt in prompts:
-        engine.generator.prepare(sid, prompt)
+        engine.prepare_generate(sid, prompt)
     assert [prompt for _, prompt in engine.generator._appended] == prompts[-APPENDED_KEPT:]
 
 
@@ -202,9 +202,9 @@ async def test_the_same_prompt_after_a_turn_reuses_its_marked_message(
     engine, _, _ = make_engine()
     sid = engine.create_session("build", workspace=workspace).id
     await engine.run(sid, "First?")
-    before = engine.generator.prepare(sid, "Recap.").request.messages[-1]
+    before = engine.prepare_generate(sid, "Recap.").request.messages[-1]
     await engine.run(sid, "Second?")
-    after = engine.generator.prepare(sid, "Recap.").request.messages[-1]
+    after = engine.prepare_generate(sid, "Recap.").request.messages[-1]
     assert before.content[-1].cache is not None
     assert after is before
 
@@ -218,8 +218,8 @@ def test_the_same_prompt_twice_is_the_same_request(
     sid = engine.create_session("build", workspace=workspace).id
     lowered = engine.select(sid).lowered
     assert hash(lowered) == hash(tuple(lowered))
-    first = engine.generator.prepare(sid, "Recap.").request
-    again = engine.generator.prepare(sid, "Recap.").request
+    first = engine.prepare_generate(sid, "Recap.").request
+    again = engine.prepare_generate(sid, "Recap.").request
     assert again.messages is first.messages
 
 

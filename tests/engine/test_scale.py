@@ -297,11 +297,11 @@ async def test_prepared_requests_equal_a_preparation_without_memory(
     engine.runner.preparation = comparing  # type: ignore[assignment]
     await varied_turns(engine, scripted, session)
     for warming in (False, True):
-        result = engine.generator.prepare(session, "recap", warming=warming)
+        result = engine.prepare_generate(session, "recap", warming=warming)
         fresh_engine = SessionEngine(engine.store, scripted, [agent])
         assert (
             result.request
-            == fresh_engine.generator.prepare(session, "recap", warming=warming).request
+            == fresh_engine.prepare_generate(session, "recap", warming=warming).request
         )
         assert request_tokens(result.request) == count_request_tokens(result.request)
     assert len(comparing.sent) == 8
@@ -353,15 +353,15 @@ async def test_a_session_recreated_under_its_id_is_lowered_afresh(
     engine, scripted, _ = make_engine()
     session = engine.create_session("build", workspace=workspace, session_id="ses_again").id
     await engine.run(session, "first life")
-    engine.generator.prepare(session, "recap")  # kept: the first life's history, lowered
+    engine.prepare_generate(session, "recap")  # kept: the first life's history, lowered
     engine.store.delete(session)
     engine.create_session("build", workspace=workspace, session_id=session)
     # Its second life grows as long as the first without a read in between.
     for turn in range(2):
         engine.store.append(session, functools.partial(turn_events, turn=turn))
     fresh = SessionEngine(engine.store, scripted, [agent])
-    expected = fresh.generator.prepare(session, "recap").request
-    assert engine.generator.prepare(session, "recap").request == expected
+    expected = fresh.prepare_generate(session, "recap").request
+    assert engine.prepare_generate(session, "recap").request == expected
 
 
 def turn_events(revision: int, turn: int) -> list[Event]:
@@ -467,7 +467,7 @@ def test_hooks_see_and_change_the_request_as_before(agent: Agent, workspace: Pat
     session = engine.create_session("build", workspace=workspace).id
     asyncio.run(engine.run(session, "one"))
     asyncio.run(engine.run(session, "two"))
-    prepared = engine.generator.prepare(session, "three").request
+    prepared = engine.prepare_generate(session, "three").request
     assert request_tokens(prepared) == count_request_tokens(prepared)
     assert seen[-1] == 5 and len(prepared.messages) == 4
 

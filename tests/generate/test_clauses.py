@@ -158,7 +158,7 @@ async def test_sg_cache_1_a_fork_of_a_fork_keeps_its_roots_identity(
     grandchild = emulated.engine.create_session(
         "forge", workspace=emulated.workspace, parent_id=child.id
     )
-    prepared = emulated.engine.generator.prepare(grandchild.id, PROMPT).request
+    prepared = emulated.engine.prepare_generate(grandchild.id, PROMPT).request
     assert prepared.prompt_cache_key == root.id
     await emulated.engine.generate(grandchild.id, PROMPT)
     logged = emulated.requests()[-1]

@@ -70,7 +70,7 @@ async def test_law1_parity_diff_has_no_violations_for_a_different_prompt(
     step = emulated.engine.preparation.prepare(
         snapshot, operation="step", step=1, transient=(promoted,)
     )
-    generate = emulated.engine.generator.prepare(sid, "Give this session a title.").request
+    generate = emulated.engine.prepare_generate(sid, "Give this session a title.").request
     report = diff(WireRequest.of(step), WireRequest.of(generate))
     assert report.violations == ()
     assert {d.reason for d in report.allowed} == {
@@ -190,7 +190,7 @@ async def test_law6_cache_identity(emulated: EmulatorLab) -> None:
     sid = await _session_after_one_turn(emulated)
     snapshot = emulated.engine.select(sid)
     step = emulated.engine.preparation.prepare(snapshot, operation="step", step=1)
-    generate = emulated.engine.generator.prepare(sid, PROMPT).request
+    generate = emulated.engine.prepare_generate(sid, PROMPT).request
     assert generate.prompt_cache_key == step.prompt_cache_key == sid
     assert generate.headers == step.headers
     turn_last = emulated.requests()[-1]["usage"]

@@ -54,7 +54,7 @@ async def test_generate_is_not_a_runner(emulated: EmulatorLab) -> None:
         engine = emulated.rebuild(agents=[tight])
         session = engine.create_session("forge", workspace=emulated.workspace)
         snapshot = engine.select(session.id)
-        request = engine.generator.prepare(session.id, "Recap.").request
+        request = engine.prepare_generate(session.id, "Recap.").request
         assert engine.preparation.budget.compaction_required(snapshot, request)
         before = engine.store.dump()
         emulated.script({"text": "", "tool_calls": [{"name": "list_files", "input": {}}]})

@@ -68,7 +68,7 @@ def rebuilt_body(
         if later:
             assert store.append(session_id, later) == revision
         engine = SessionEngine(store, ScriptedLLMClient(), [steps_agent(DRAIN_STEPS)])
-        request = engine.generator.prepare(session_id, prompt, tools_policy=policy).request
+        request = engine.prepare_generate(session_id, prompt, tools_policy=policy).request
     finally:
         store.close()
     return {**lower_request(request), "stream": True}

@@ -121,7 +121,7 @@ async def measure_tools_policy(
         logged = lab.requests()[-1]
         body = logged["body"]
         # The body as the emulator received it; headers and cache key as generate set them.
-        sent = lab.engine.generator.prepare(sid, RECAP_PROMPT, tools_policy=policy).request
+        sent = lab.engine.prepare_generate(sid, RECAP_PROMPT, tools_policy=policy).request
         wire_step = WireRequest.of(step)
         wire_generate = WireRequest(
             {k: v for k, v in body.items() if k != "stream"}, sent.headers, sent.prompt_cache_key
@@ -216,7 +216,7 @@ async def step_at_the_wire(
         lab.script({"text": "A recap."})
         await lab.engine.run(sid, RECAP_PROMPT)
         logged = lab.requests()[before]
-        key = lab.engine.generator.prepare(sid, RECAP_PROMPT).request.prompt_cache_key
+        key = lab.engine.prepare_generate(sid, RECAP_PROMPT).request.prompt_cache_key
         return WireRequest.logged(logged, key), LoggedUsage.of(logged).read
 
 
@@ -243,7 +243,7 @@ async def measure_provider_policy(
             rejection = type(exc).__name__
             lab.emulator.pop_response()  # a rejected request leaves its script queued
         logged = lab.requests()[before]
-        key = lab.engine.generator.prepare(sid, RECAP_PROMPT, tools_policy=policy).request
+        key = lab.engine.prepare_generate(sid, RECAP_PROMPT, tools_policy=policy).request
         wire = WireRequest.logged(logged, key.prompt_cache_key)
         view = wire.view()
         lab.advance_by(PING_AT)

@@ -15,7 +15,14 @@ from ..tools import ToolRegistry
 from .admission import admission_events, validate_prompt
 from .breakpoints import DEFAULT_CACHE_POLICY, CachePolicy
 from .context import SessionContext, Snapshot
-from .generate import DEFAULT_TOOLS_POLICY, GenerateResult, SessionGenerate, ToolsPolicy
+from .generate import (
+    DEFAULT_TOOLS_POLICY,
+    GenerateOptions,
+    GenerateResult,
+    PreparedGenerate,
+    SessionGenerate,
+    ToolsPolicy,
+)
 from .request import RequestHook, SessionModelRequest
 from .runner import DrainResult, SessionRunner
 from .store import SessionRecord, SessionStore
@@ -178,9 +185,22 @@ class SessionEngine:
         tag: str | None = None,
     ) -> GenerateResult:
         """session.generate: one transient call; the Session is left untouched."""
-        return await self.generator.generate(
-            session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
-        )
+        options = GenerateOptions(prompt, ToolsPolicy.parse(tools_policy), warming, tag)
+        return await self.generator.generate(session_id, options)
+
+    def prepare_generate(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
+        warming: bool = False,
+        tag: str | None = None,
+    ) -> PreparedGenerate:
+        """The request `generate` would send with these arguments, without sending it (and
+        the snapshot's revision, workspace and permitted tools)."""
+        options = GenerateOptions(prompt, ToolsPolicy.parse(tools_policy), warming, tag)
+        return self.generator.prepare(session_id, options)
 
 
 def _check_model(agent: Agent) -> None:

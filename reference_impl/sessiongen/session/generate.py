@@ -84,6 +84,29 @@ class GenerateResult(FrozenModel):
     tool_results: tuple[ToolResult, ...] = ()
 
 
+@dataclass(frozen=True)
+class GenerateOptions:
+    """What one session.generate asks for, checked once where it comes in (the engine's and
+    the plugin context's keywords, the HTTP body) and passed down whole: the prompt
+    (`EmptyPrompt`, `PromptTooLarge`, `InvalidArgument`), the tools policy (its word or
+    the enum; `InvalidArgument` otherwise), whether it is a warming ping, and the caller's
+    tag for request hooks."""
+
+    prompt: str
+    tools_policy: ToolsPolicy = DEFAULT_TOOLS_POLICY
+    warming: bool = False
+    tag: str | None = None
+
+    def __post_init__(self) -> None:
+        # The enum itself, from its word too (checked before the prompt, as the HTTP API did).
+        object.__setattr__(self, "tools_policy", ToolsPolicy.parse(self.tools_policy))
+        validate_prompt(self.prompt)
+        if not isinstance(self.warming, bool):
+            raise InvalidArgument(f"warming must be a bool, not {type(self.warming).__name__}")
+        if self.tag is not None and not isinstance(self.tag, str):
+            raise InvalidArgument(f"tag must be a string or None, not {type(self.tag).__name__}")
+
+
 def apply_tools_policy(policy: ToolsPolicy, request: LLMRequest) -> LLMRequest:
     if policy is ToolsPolicy.NO_TOOLS:
         return request.model_copy(update={"tools": (), "tool_choice": None})
@@ -120,35 +143,25 @@ class SessionGenerate:
         self.tools = tools
         self._appended: dict[tuple[str | None, str], tuple[Message, ...]] = {}
 
-    def prepare(
-        self,
-        session_id: str,
-        prompt: str,
-        *,
-        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
-        warming: bool = False,
-        tag: str | None = None,
-    ) -> PreparedGenerate:
+    def prepare(self, session_id: str, options: GenerateOptions) -> PreparedGenerate:
         """The request generate would send, without sending it."""
-        policy = ToolsPolicy.parse(tools_policy)
-        validate_prompt(prompt)
-        if not isinstance(warming, bool):
-            raise InvalidArgument(f"warming must be a bool, not {type(warming).__name__}")
-        if tag is not None and not isinstance(tag, str):
-            raise InvalidArgument(f"tag must be a string or None, not {type(tag).__name__}")
         snapshot = self.context.select(session_id)
-        transient = self._transient(snapshot.instructions.update, prompt)
+        transient = self._transient(snapshot.instructions.update, options.prompt)
         request = self.preparation.prepare(
             snapshot,
             operation="generate",
             transient=transient,
-            tag=tag,
-            warming=warming,
-            shape=_SHAPES[policy],
+            tag=options.tag,
+            warming=options.warming,
+            shape=_SHAPES[options.tools_policy],
         )
         self.preparation.budget.check_fits(snapshot, request)
         return PreparedGenerate(
-            request, policy, snapshot.revision, snapshot.session.workspace, snapshot.agent.tools
+            request,
+            options.tools_policy,
+            snapshot.revision,
+            snapshot.session.workspace,
+            snapshot.agent.tools,
         )
 
     def _transient(self, update: str | None, prompt: str) -> tuple[Message, ...]:
@@ -167,18 +180,8 @@ class SessionGenerate:
             self._appended = {**dict(kept), key: found}  # replaced whole: threads share it
         return found
 
-    async def generate(
-        self,
-        session_id: str,
-        prompt: str,
-        *,
-        tools_policy: ToolsPolicy | str = DEFAULT_TOOLS_POLICY,
-        warming: bool = False,
-        tag: str | None = None,
-    ) -> GenerateResult:
-        prepared = self.prepare(
-            session_id, prompt, tools_policy=tools_policy, warming=warming, tag=tag
-        )
+    async def generate(self, session_id: str, options: GenerateOptions) -> GenerateResult:
+        prepared = self.prepare(session_id, options)
         response = await self.llm.generate(prepared.request)
         if not self.context.store.exists(session_id):
             # Deleted while the call ran: the answer would speak for a session that is gone.

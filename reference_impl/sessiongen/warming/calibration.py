@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..cache import TTL_SECONDS
 from .policies import DEFAULT_MODEL, AsRecorded, History
-from .trace_replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
+from .trace_replay import PreparedTrace, ReplayResult, TokenTotals, replay
 from .traces import Trace
 
 
@@ -119,7 +119,7 @@ def has_recorded_usage(trace: Trace) -> bool:
 def calibrate(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL) -> Calibration:
     """Replay `trace` as recorded and set each prediction beside the real usage. Raises
     ValueError when no request has recorded usage."""
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     requests = prepared.trace.requests
     if not has_recorded_usage(prepared.trace):
         raise ValueError(f"the trace {prepared.trace.name!r} has no recorded usage to compare")

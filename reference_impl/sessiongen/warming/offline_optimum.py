@@ -91,7 +91,7 @@ from decimal import Decimal
 from ..cache import LOOKBACK_WINDOW, TTL, TTL_SECONDS, get_model, price
 from ._grouping import connected
 from .policies import DEFAULT_MODEL, Decision, Scheduled
-from .trace_replay import PreparedTrace, ReplayResult, prepare, replay
+from .trace_replay import PreparedTrace, ReplayResult, replay
 from .traces import Trace
 
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
@@ -495,7 +495,7 @@ def optimum(
     """The cheapest client schedule of `trace` (see the module docstring), replayed.
     `executor` (e.g. a `ProcessPoolExecutor`) solves the independent groups in parallel;
     the result is the same as without it."""
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     info = get_model(model)
     prices = _Prices(info.id)
     plan = _plan(prepared, info.min_cacheable_tokens)
@@ -577,7 +577,7 @@ def _block_cost(
 
 def lower_bound_cost(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL) -> int:
     """The per-block relaxation's cost as an exact integer (see the module docstring)."""
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     info = get_model(model)
     prices = _Prices(info.id)
     hour, five = TTL_SECONDS["1h"], TTL_SECONDS["5m"]

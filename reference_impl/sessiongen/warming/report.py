@@ -34,7 +34,7 @@ from .policies import (
     reference_policies,
 )
 from .shards import replay_policies
-from .trace_replay import PreparedTrace, ReplayResult, prepare
+from .trace_replay import PreparedTrace, ReplayResult
 from .traces import Trace
 
 REFERENCE_ROWS = ("no_cache", "5m", "1h", "optimum", "lower_bound")
@@ -152,7 +152,7 @@ def compare_policies(
     policies replay as tasks of `executor` (`warming.shards.replay_policies`)."""
     if part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     recorded = has_recorded_usage(prepared.trace)
     chosen = list(policies) if policies is not None else reference_policies(model)
     if policies is None and recorded:
@@ -328,7 +328,7 @@ def sweep_interval_grid(
     """`sweep_intervals` for several (TTL, horizon, intervals or None for the default grid)
     at once, in that order: one preparation and one `replay_policies` pass, so every
     interval policy of every TTL is a task of the same `executor`."""
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     best = (
         optimum_cost
         if optimum_cost is not None

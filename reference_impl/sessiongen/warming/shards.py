@@ -28,7 +28,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from ..cache import LOOKBACK_WINDOW
 from ._grouping import connected
 from .policies import DEFAULT_MODEL, Policy
-from .trace_replay import PreparedTrace, ReplayResult, TokenTotals, prepare, replay
+from .trace_replay import PreparedTrace, ReplayResult, TokenTotals, replay
 from .traces import Trace
 
 LARGE_TRACE = 20_000
@@ -85,7 +85,7 @@ def split_trace(trace: Trace | PreparedTrace, shards: int) -> list[PreparedTrace
     count, largest first; fewer parts when there are fewer groups."""
     if shards < 1:
         raise ValueError(f"shards must be >= 1, got {shards}")
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     bins: list[list[int]] = [[] for _ in range(shards)]
     for group in sorted(_groups(prepared), key=len, reverse=True):
         min(bins, key=len).extend(group)
@@ -141,7 +141,7 @@ def replay_policies(
 
     Without an executor, a trace of `LARGE_TRACE` requests or more gets a process pool of
     `os.cpu_count()` workers for the call; a smaller one replays in this process."""
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     if not policies:
         return []
     n = len(prepared.trace.requests)

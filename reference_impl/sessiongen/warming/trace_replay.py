@@ -113,6 +113,12 @@ class PreparedTrace:
             return prepare(self.trace, client_breakpoints=False)
         return self
 
+    @classmethod
+    def of(cls, trace: Trace | PreparedTrace) -> PreparedTrace:
+        """`trace` prepared (`prepare`), or itself when it already is: what every function
+        that takes either replays."""
+        return trace if isinstance(trace, PreparedTrace) else prepare(trace)
+
 
 def prepare(trace: Trace, *, client_breakpoints: bool = True) -> PreparedTrace:
     """Intern prefix hashes and link sessions; raises ValueError on a malformed trace.
@@ -415,7 +421,7 @@ def replay(
     """Replay `trace` under `policy` (reset first) on a fresh in-memory cache store whose
     entries live their TTL plus `linger` seconds (`CacheStore`); the client's bookkeeping
     still counts on exactly the TTL."""
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     info = get_model(model)
     model_id, min_tokens = info.id, info.min_cacheable_tokens
     store = CacheStore(linger=linger)
@@ -519,7 +525,7 @@ async def replay_through_client(
     `anthropic.AsyncAnthropic`). `set_clock(t)` moves the server's clock to each call's start
     (the emulator's virtual clock); `script_output(n)` makes the next request answer with `n`
     output tokens. Pings go with `max_tokens: 0`. Usage is kept."""
-    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    prepared = PreparedTrace.of(trace)
     info = get_model(model)
     counts = _Counts()
     ledger = _Ledger(True)

@@ -146,7 +146,8 @@ the command line's start (`sessiongen --version`, `--help`) free of the engine."
 
 def unexplained_inner_imports() -> list[str]:
     """Each import inside a function whose group (it and the imports right above it) has no
-    comment naming one of `REASONS`, on its lines or the line above, as `path:line`."""
+    comment naming one of `REASONS`, on its lines or in the comment right above, as
+    `path:line`."""
     found: list[str] = []
     for path in sorted(ROOT.rglob("*.py")):
         lines = path.read_text(encoding="utf-8").split("\n")
@@ -159,7 +160,9 @@ def unexplained_inner_imports() -> list[str]:
                 first = node.lineno - 1
                 while first > 0 and lines[first - 1].strip().startswith(("import ", "from ")):
                     first -= 1
-                said = " ".join(lines[max(first - 1, 0) : node.end_lineno])
+                while first > 0 and lines[first - 1].strip().startswith("#"):
+                    first -= 1  # the comment above the group
+                said = " ".join(lines[first : node.end_lineno])
                 if not any(f"# {reason}" in said or f"#{reason}" in said for reason in REASONS):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     return found

@@ -41,7 +41,6 @@ import pydantic
 from ._bind import EMULATOR_TOKEN_ENV
 from ._choices import Provider
 from .cache import get_model, list_models, price
-from .emulator import BackgroundServer, EmulatorState
 from .llm.anthropic_wire import usage_from_anthropic
 from .llm.bedrock_wire import usage_from_bedrock
 from .llm.gemini_wire import usage_from_gemini
@@ -1200,6 +1199,9 @@ def _named(the_plan: Plan, key: tuple[int, int], what: str, send: Callable[[], _
 def predict(provider: Provider, the_plan: Plan) -> dict[tuple[int, int], Usage]:
     """The plan on an embedded emulator: a fresh `EmulatorState` behind a loopback server in
     this process, driven through the same SDK, its virtual clock moved by the plan's waits."""
+    # startup: the emulator's server stack loads after the provider answered, so the probe's
+    # own requests (timed) never compete with it (many probes run at once in the tests)
+    from .emulator import BackgroundServer, EmulatorState
 
     state = EmulatorState()
     with ExitStack() as stack:

@@ -14,8 +14,12 @@ Figures (ratios are medians of repeats, so they travel between machines):
                               the same, each timing after one new turn was recorded
   generate_over_drain_step_after_turn_N
                               the same over what the Drain does before a Step's call:
-                              `select`, the compaction check (which counts the request's
-                              tokens, as generate's overflow check does), `prepare`
+                              `select`, the compaction check (the same `ContextBudget` as
+                              generate's overflow check), `prepare`
+  generate_*_10000_us         where generate's extra preparation goes at 10,000 messages:
+                              all of it (generate minus select + the Step's prepare),
+                              checking its options, appending and marking its prompt, its
+                              overflow check (`sessiongen bench` writes them as a sentence)
   import_over_json(_cpu)      `import sessiongen` / `import json`, each in a fresh
                               interpreter: wall time, and CPU time, the steadier one on a
                               shared machine (target <= 5: the package loads a module
@@ -46,6 +50,7 @@ from pathlib import Path
 from sessiongen import SessionEngine, SessionStore
 from sessiongen.llm.anthropic_wire import lower_request
 from sessiongen.llm.types import Usage
+from sessiongen.session.generate import GenerateOptions
 from sessiongen.model import (
     Event,
     InputAdmitted,
@@ -63,6 +68,7 @@ from sessiongen.sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
 from sessiongen.testing import ScriptedLLMClient
 
 ANSWER = "An answer of moderate length, as a coding agent gives it. " * 4
+RECAP = "Recap in one sentence."
 RESULT = "def add(a, b):\n    return a + b\n" * 6
 
 
@@ -182,7 +188,32 @@ class Fixture:
         preparation.prepare(snapshot, operation="step", step=1)
 
     def generate_prepare(self) -> None:
-        self.engine.prepare_generate(self.sid, "Recap in one sentence.")
+        self.engine.prepare_generate(self.sid, RECAP)
+
+    def generate_parts(self, repeats: int) -> dict[str, float]:
+        """Where generate's preparation spends what the Step's does not, in µs (medians):
+        checking its options, appending and marking its prompt (the preparation with the
+        prompt minus without), its overflow check."""
+        snapshot = self.engine.select(self.sid)
+        preparation = self.engine.preparation
+        prompt = (UserMessage(id="transient-prompt", parts=(TextPart(text=RECAP),)),)
+        request = preparation.prepare(snapshot, operation="generate", transient=prompt)
+
+        def with_prompt() -> None:
+            preparation.prepare(snapshot, operation="generate", transient=prompt)
+
+        def without() -> None:
+            preparation.prepare(snapshot, operation="step", step=1)
+
+        plain, appended = median_pair_ms(without, with_prompt, repeats)
+        return {
+            "options": median_ms(lambda: GenerateOptions(RECAP), repeats) * 1e3,
+            "append": (appended - plain) * 1e3,
+            "overflow": median_ms(
+                lambda: preparation.budget.check_fits(snapshot, request), repeats
+            )
+            * 1e3,
+        }
 
     def durable_turn(self) -> None:
         self.llm.requests.clear()
@@ -240,6 +271,10 @@ def run(quick: bool = False) -> dict[str, float]:
             )
             figures[f"generate_over_drain_step_after_turn_{n}"] = gen / drain
         big = fixtures[10000]
+        step, gen = median_pair_ms(big.step_prepare, big.generate_prepare, repeats * 30)
+        figures["generate_extra_10000_us"] = (gen - step) * 1e3
+        for part, micros in big.generate_parts(repeats * 30).items():
+            figures[f"generate_{part}_10000_us"] = micros
         step_new = median_ms(big.step_prepare, repeats, setup=big.record_turn)
         dumps = median_ms(big.wire_json(), repeats)
         figures["step_prep_after_turn_10000_ms"] = step_new

@@ -50,7 +50,6 @@ from pathlib import Path
 from sessiongen import SessionEngine, SessionStore
 from sessiongen.llm.anthropic_wire import lower_request
 from sessiongen.llm.types import Usage
-from sessiongen.session.generate import GenerateOptions
 from sessiongen.model import (
     Event,
     InputAdmitted,
@@ -65,6 +64,7 @@ from sessiongen.model import (
     message_id,
 )
 from sessiongen.sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
+from sessiongen.session.generate import GenerateOptions
 from sessiongen.testing import ScriptedLLMClient
 
 ANSWER = "An answer of moderate length, as a coding agent gives it. " * 4
@@ -209,9 +209,7 @@ class Fixture:
         return {
             "options": median_ms(lambda: GenerateOptions(RECAP), repeats) * 1e3,
             "append": (appended - plain) * 1e3,
-            "overflow": median_ms(
-                lambda: preparation.budget.check_fits(snapshot, request), repeats
-            )
+            "overflow": median_ms(lambda: preparation.budget.check_fits(snapshot, request), repeats)
             * 1e3,
         }
 

@@ -77,11 +77,14 @@ _MESSAGES_LOWERING = frozenset({"anthropic", "bedrock"})
 others (OpenAI, Gemini) are lowered and counted whole."""
 
 _WHOLE_BODY_KEYS = frozenset({"model", "messages", "system", "tools"})
+"""Provider options that rewrite these body fields make a request counted whole."""
 REMEMBERED = 8
 """How many counted requests a counter remembers (a session's Step and its generate tails,
 a few sessions at once)."""
 FEW = 4
 """A prefix that leaves at most this many messages to count ends the search."""
+TAIL = 16
+"""How many trailing messages `_shared_prefix` compares one by one."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +110,6 @@ def _shared_prefix(a: tuple[LLMMessage, ...], b: tuple[LLMMessage, ...]) -> int:
         if a[i] != b[i]:
             return i
     return n
-
-
-TAIL = 16
-"""How many trailing messages `_shared_prefix` compares one by one."""
 
 
 class RequestCounter:

@@ -1,9 +1,9 @@
 """The HTTP server's FastAPI app: sessions, durable turns, session.generate and warming.
 
 `create_app(engine)` serves one `SessionEngine` with its plugins (`sessiongen.plugins`):
-the engine tells them each turn that settled (`sessiongen_turn_settled`, its host being one
-of `engine.turn_listeners`), and the
-warming routes and the lifespan's keeper loop go through the built-in `warming` plugin.
+the engine tells them each turn that settled (`sessiongen_turn_settled`; their host is one
+of `engine.turn_listeners`), and the warming routes and the lifespan's keeper loop go
+through the built-in `warming` plugin.
 
 Every error is application/problem+json
 (`problems.py`): a `SessiongenError` with the status and `type` `errors.py` gives it,

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..cache.prefix import MAX_BREAKPOINTS
-from ..cache.store import LOOKBACK_WINDOW
 from ..llm.types import (
     CacheMark,
     CacheTTL,
@@ -124,6 +122,8 @@ def _place(
 ) -> LLMRequest:
     """Mark the last tool, then system parts, then message blocks, within the budget."""
     mark = CacheMark(ttl=ttl)
+    # startup: the cache model loads with the first request, not with the engine's import
+    from ..cache.prefix import MAX_BREAKPOINTS
 
     budget = MAX_BREAKPOINTS
     tools = list(request.tools)
@@ -209,6 +209,8 @@ def lookback_ladder(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -
     text) moves toward the tail, which only narrows the covered span.
     """
     tail = _tail(request, anchor)
+    from ..cache.store import LOOKBACK_WINDOW  # startup: as `_place` imports the cache model
+
     rung = tail - LOOKBACK_WINDOW
     while 0 <= rung < tail and not _cacheable(request.messages, rung):
         rung += 1

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from itertools import accumulate, compress, count
 from operator import is_not
 
-from cachetools import LRUCache
-
 from ..catalog import ModelInfo, UnknownModel, get_model
 from ..errors import ContextOverflow
 from ..llm import anthropic_wire
@@ -116,6 +114,9 @@ class RequestCounter:
     """Exact input-token counts of requests, each message counted once while remembered."""
 
     def __init__(self, remembered: int = REMEMBERED) -> None:
+        # startup: cachetools (13 ms) loads with the first engine, not with `import sessiongen`
+        from cachetools import LRUCache
+
         self.remembered = remembered
         self._counted: tuple[_Counted, ...] = ()
         # Keyed by the values a head's count depends on; bounded; owned by this counter.

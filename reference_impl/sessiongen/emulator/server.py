@@ -100,9 +100,24 @@ class BackgroundServer:
         check_emulator_bind(host, token)
         self.state = state if state is not None else EmulatorState()
         self.host = host
-        self.port = port if port is not None else free_port(host)
+        # Bound here and handed to uvicorn, so no other process can take the port between
+        # choosing it and serving on it (`free_port` then binding raced under load).
+        family = socket.getaddrinfo(host, port or 0, type=socket.SOCK_STREAM)[0][0]
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._socket.bind((host, port or 0))
+        except OSError:
+            self._socket.close()
+            raise
+        self.port: int = self._socket.getsockname()[1]
         self._server = uvicorn.Server(_config(self.state, host, self.port, log_level, token))
-        self._thread = threading.Thread(target=self._server.run, name="emulator", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._socket]},
+            name="emulator",
+            daemon=True,
+        )
 
     @property
     def url(self) -> str:
@@ -120,6 +135,7 @@ class BackgroundServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=STARTUP_TIMEOUT)
+        self._socket.close()
 
     def __enter__(self) -> BackgroundServer:
         return self.start()

@@ -27,6 +27,8 @@ from .reliability._figures import record
 
 SECRET = "sk-hostile-test-key-0123456789"
 TIMEOUT = 2
+ANSWERED_WITHIN = 20
+"""The probes' `--timeout` where every server answers at once (malformed, not slow)."""
 """The probes' `--timeout` here, in seconds."""
 BOUND = 30.0
 """However loaded the machine, a probe against a silent or dripping endpoint ends by then."""
@@ -169,8 +171,8 @@ class Ended:
     at: float  # time.monotonic() when the process had ended
 
 
-def _probe_all(runs: list[tuple[Hostile, Provider]]) -> list[Ended]:
-    """`sessiongen emulator probe --provider P --base-url URL --timeout 2` for each (server,
+def _probe_all(runs: list[tuple[Hostile, Provider]], timeout: float = TIMEOUT) -> list[Ended]:
+    """`sessiongen emulator probe --provider P --base-url URL --timeout T` for each (server,
     provider) in `runs`, in child processes at the same time (with a key for each SDK)."""
     env = {
         **os.environ,
@@ -185,7 +187,7 @@ def _probe_all(runs: list[tuple[Hostile, Provider]]) -> list[Ended]:
         key = [] if provider == "bedrock" else ["--api-key", SECRET]
         result = subprocess.run(
             [*(sys.executable, "-m", "sessiongen.cli", "emulator", "probe")]
-            + ["--provider", provider, "--base-url", server.url, "--timeout", str(TIMEOUT)]
+            + ["--provider", provider, "--base-url", server.url, "--timeout", str(timeout)]
             + key,
             capture_output=True,
             text=True,
@@ -451,7 +453,9 @@ def test_malformed_answers_are_one_line_and_never_a_traceback(
     of tokens)."""
     runs = [(serve(_api(_always(reply))), p) for p, _, reply, _ in BAD_COUNTS]
     runs += [(serve(_api(_counts_absent(reply))), p) for p, _, reply, _ in BAD_ANSWERS]
-    ended = _probe_all(runs)
+    # Each answer comes at once: the timeout only has to outlast a loaded machine running
+    # all these probes together (2 s did not, twice, under the full suite).
+    ended = _probe_all(runs, timeout=ANSWERED_WITHIN)
     lines = [_one_line_error(probe) for probe in ended]
     counted = "sessiongen: error: shared-prefix A (its token count): malformed answer: "
     answered = "sessiongen: error: shared-prefix A: malformed answer: "

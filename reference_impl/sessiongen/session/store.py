@@ -183,7 +183,9 @@ class DrainLease:
 _HOST = socket.gethostname()
 _held: dict[tuple[str, str], int] = {}
 """The leases this process's stores hold: (owner, session id) -> how many holds (the lease is
-re-entrant per store, so a turn can hold it around admission and its Drain)."""
+re-entrant per store, so a turn can hold it around admission and its Drain). The process
+owns it, not a store: a lease row names a process (pid, host), so every store of this
+process on the same file must see the others' holds, which no one store object could."""
 _held_lock = threading.Lock()
 
 

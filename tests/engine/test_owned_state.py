@@ -1,8 +1,9 @@
 """State owned by the objects it belongs to (issue 20, item 1).
 
-A provider message tuple (`LLMMessages`) keeps its block count, token totals and marked
-variants, and knows the tuple it was made from; a message keeps its own token counts; the
-session's active range keeps its lowering; an instruction file is read again only when its
+A provider message tuple (`LLMMessages`) keeps its block count and marked variants, and
+knows the tuple it was made from; a request counter (`RequestCounter`, owned by whoever
+counts) remembers its last requests by value, never on the messages; the session's active
+range keeps its lowering; an instruction file is read again only when its
 stat changed. Whatever is kept must never change a request: each test compares against
 the same work done from scratch (full placement, the whole-body count, a fresh engine on a
 fresh store). Nothing here measures time.

@@ -167,7 +167,7 @@ class SessionGenerate:
     def _transient(self, update: str | None, prompt: str) -> tuple[Message, ...]:
         """The messages generate appends (a pending instruction update, then the prompt).
         The last few are kept by their texts, so a prompt sent again is the same messages
-        (whose provider messages keep their token counts and marked variants)."""
+        (whose provider messages keep their marked variants)."""
         key = (update, prompt)
         found = self._appended.get(key)
         if found is None:

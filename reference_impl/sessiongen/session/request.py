@@ -32,8 +32,8 @@ TRANSIENT_LOWERINGS = 16
 class _TransientLowerings:
     """The lowerings of the transient messages a preparation was last given, by value (the
     messages are immutable and compared whole): the same prompt again, as a warming ping
-    or a repeated question sends it, is the same provider messages, which keep their token
-    counts and marked variants. Replaced whole, never edited, so threads share it."""
+    or a repeated question sends it, is the same provider messages, which keep their marked
+    variants. Replaced whole, never edited, so threads share it."""
 
     def __init__(self) -> None:
         self._known: dict[tuple[Message, ...], LLMMessages] = {}

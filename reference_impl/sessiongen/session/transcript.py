@@ -238,8 +238,8 @@ class ActiveRange:
     def join(self, tail: tuple[LLMMessage, ...]) -> LLMMessages:
         """`join_llm_messages(self.lowered, tail)`, kept for the last few tails (by value):
         the same transient messages on the same history (a warming ping, a repeated
-        question) are the same provider messages, with their token counts and marked
-        variants, and copy nothing again."""
+        question) are the same provider messages, with their marked variants, and copy
+        nothing again (a counter then finds them unchanged by identity, at pointer cost)."""
         if not tail:
             return self.lowered
         joins: dict[tuple[LLMMessage, ...], LLMMessages] = self.__dict__.get("joins", {})

@@ -48,7 +48,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sessiongen import SessionEngine, SessionStore
-from sessiongen.llm.anthropic_wire import lower_request
 from sessiongen.llm.types import Usage
 from sessiongen.model import (
     Event,
@@ -63,6 +62,7 @@ from sessiongen.model import (
     input_id,
     message_id,
 )
+from sessiongen.providers.anthropic.wire import lower_request
 from sessiongen.sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
 from sessiongen.session.generate import GenerateOptions
 from sessiongen.testing import ScriptedLLMClient

@@ -148,5 +148,5 @@ async def test_a_provider_lab_keeps_the_helpers(provider: Provider) -> None:
 
 async def test_an_unknown_lab_provider_is_refused() -> None:
     with pytest.raises(ValueError, match="provider must be one of"):
-        async with emulator_lab(provider="mistral"):  # type: ignore[arg-type]
+        async with emulator_lab(provider="mistral"):
             pass

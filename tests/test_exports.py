@@ -132,6 +132,7 @@ PUBLIC_MODULES = {
     "model",
     "parity",
     "plugins",
+    "providers",
     "sample",
     "server",
     "session",

@@ -94,16 +94,27 @@ def test_the_rule_sees_a_cycle() -> None:
 
 def test_the_package_has_no_import_cycle() -> None:
     graph = import_graph()
-    assert "sessiongen.llm.types" in graph["sessiongen.tokens"]  # TYPE_CHECKING counts
+    assert (
+        "sessiongen.emulator.state" in graph["sessiongen.emulator.client"]
+    )  # TYPE_CHECKING counts
     assert cycles(graph) == []
+
+
+PLUGIN_PARTS = ("emulator", "probe")
+"""A provider folder's parts that are plugins of an upper layer (found by name, never
+imported by the provider table): each is its own node of the package graph."""
 
 
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """The graph between the root's children (`sessiongen.session`, `sessiongen.tokens`):
-    each module stands for the top-level package or module it is in."""
+    each module stands for the top-level package or module it is in, except a provider's
+    plugin parts (`sessiongen.providers.openai.emulator`), which stand for themselves."""
 
     def top(name: str) -> str:
-        return ".".join(name.split(".")[:2])
+        parts = name.split(".")
+        if parts[1:2] == ["providers"] and parts[3:4] and parts[3] in PLUGIN_PARTS:
+            return ".".join(parts[:4])
+        return ".".join(parts[:2])
 
     packages: dict[str, set[str]] = {}
     for module, targets in graph.items():
@@ -136,7 +147,7 @@ def test_the_declared_layers_hold() -> None:
         cwd=root,
         timeout=300,
     )
-    assert result.returncode == 0 and "1 kept, 0 broken" in result.stdout, result.stdout
+    assert result.returncode == 0 and "3 kept, 0 broken" in result.stdout, result.stdout
 
 
 REASONS = ("optional extra", "startup")

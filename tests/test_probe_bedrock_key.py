@@ -13,7 +13,8 @@ import os
 
 import pytest
 from botocore.awsrequest import AWSResponse  # type: ignore[import-untyped]
-from sessiongen._probe import BEARER_ENV, BedrockDriver, Guard
+from sessiongen._probe import BEARER_ENV, Guard
+from sessiongen.providers.bedrock.probe import Driver as BedrockDriver
 
 ENDPOINT = "https://bedrock-runtime.us-east-1.amazonaws.com"
 ANSWER = {

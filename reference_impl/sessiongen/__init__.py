@@ -78,7 +78,7 @@ __all__ = [
 _DEFINED_IN: dict[str, str] = {
     "Agent": ".model",
     "AgentNotFound": ".errors",
-    "AnthropicLLMClient": ".llm.anthropic",
+    "AnthropicLLMClient": ".providers.anthropic.adapter",
     "CachePolicy": ".cache_policy",
     "ContextOverflow": ".errors",
     "DrainResult": ".session.runner",
@@ -186,9 +186,6 @@ if TYPE_CHECKING:
         LLMRequest,
         LLMResponse,
     )
-    from .llm.anthropic import (
-        AnthropicLLMClient,
-    )
     from .llm.types import (
         Usage,
     )
@@ -196,6 +193,9 @@ if TYPE_CHECKING:
         Agent,
         ModelRef,
         Session,
+    )
+    from .providers.anthropic.adapter import (
+        AnthropicLLMClient,
     )
     from .session.context import (
         SessionContext,

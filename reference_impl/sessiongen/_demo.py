@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .lab import PROVIDER_MODELS, SDKS, LoggedUsage, Provider, emulator_lab
+from .lab import LoggedUsage, emulator_lab
+from .providers import PROVIDERS
 from .sample import SAMPLE_AGENT
 
 TURNS = (
@@ -16,28 +17,6 @@ TURNS = (
     "Does mean() handle an empty list?",
     "Summarise the risks you found in one sentence.",
 )
-
-
-_WRITES = (
-    "\nTurn one writes the prefix (tools, system, history); every later request reads it"
-    "\nback and writes only what is new. The generate call reads the whole session prefix"
-    "\nand leaves the session unchanged."
-)
-NOTES: dict[Provider, str] = {
-    "anthropic": _WRITES,
-    "bedrock": _WRITES + "\nClaude on Bedrock caches as on Anthropic: at cachePoint blocks.",
-    "openai": (
-        "\nOpenAI caches automatically, with no writes: every later request reads back the"
-        "\nprefix an earlier one sent, rounded down to a multiple of 128 tokens (from 1,024)."
-        "\nThe generate call reads the session prefix and leaves the session unchanged."
-    ),
-    "gemini": (
-        "\nGemini caches implicitly, with no writes: every later request reads back the"
-        "\nprefix an earlier one sent (from 1,024 tokens on gemini-3-flash-preview). The"
-        "\ngenerate call reads the whole session prefix and leaves the session unchanged."
-    ),
-}
-"""What each provider's table shows, printed under it."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +28,7 @@ class Row:
 
 
 async def run_demo(
-    database: Path | str = ":memory:", provider: Provider = "anthropic"
+    database: Path | str = ":memory:", provider: str = "anthropic"
 ) -> list[Row]:
     """Run the demo in a temporary workspace (removed after) through `provider`'s official
     SDK and return one row per request the emulator logged."""
@@ -94,10 +73,11 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-async def print_demo(provider: Provider = "anthropic") -> None:
+async def print_demo(provider: str = "anthropic") -> None:
+    entry = PROVIDERS[provider]
     print(
-        f"sessiongen demo: {provider} ({PROVIDER_MODELS[provider]}) via the official "
-        f"{SDKS[provider]} -> embedded emulator (virtual clock), SQLite"
+        f"sessiongen demo: {provider} ({entry.lab_model}) via the official "
+        f"{entry.sdk_label} -> embedded emulator (virtual clock), SQLite"
     )
     print(format_table(await run_demo(provider=provider)))
-    print(NOTES[provider])
+    print(entry.cache_note)

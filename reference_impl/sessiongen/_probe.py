@@ -41,11 +41,8 @@ import pydantic
 from ._bind import EMULATOR_TOKEN_ENV
 from ._choices import Provider
 from .cache import get_model, list_models, price
-from .llm.anthropic_wire import usage_from_anthropic
-from .llm.bedrock_wire import usage_from_bedrock
-from .llm.gemini_wire import usage_from_gemini
-from .llm.openai_wire import usage_from_openai
 from .llm.types import Usage
+from .providers import PROVIDERS
 from .tokens import count_text_tokens, text_scale
 
 Lifetime = Literal["default", "short", "long"]
@@ -75,18 +72,6 @@ MIN_COUNT_RATIO = 0.5
 a real tokenizer's (they differ by far less): growing the prefix by it would build a prompt
 of millions of tokens."""
 ADMIN_CLOCK = "/_emulator/clock"
-KEY_ENV: dict[Provider, tuple[str, ...]] = {
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "openai": ("OPENAI_API_KEY",),
-    "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
-    "bedrock": ("AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID"),
-}
-SDK_MODULES: dict[Provider, str] = {
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "gemini": "google.genai",
-    "bedrock": "boto3",
-}
 _WORDS = (
     "the and for are but not you all any can had her was one our out day get has him his how "
     "man new now old see two way who boy did its let put say she too use"
@@ -409,9 +394,9 @@ def detect_emulator(base_url: str, token: str | None, guard: Guard) -> httpx2.Cl
     try:
         response = guard.call(lambda: client.get(ADMIN_CLOCK))
     except httpx2.ConnectError as exc:
-        raise ProbeError(f"cannot connect to {base_url}: {_reason(exc)}") from None
+        raise ProbeError(f"cannot connect to {base_url}: {reason(exc)}") from None
     except httpx2.HTTPError as exc:
-        raise ProbeError(f"cannot reach {base_url}: {_reason(exc)}") from None
+        raise ProbeError(f"cannot reach {base_url}: {reason(exc)}") from None
     except ProbeError as exc:
         raise ProbeError(f"the emulator check (GET {ADMIN_CLOCK}): {exc}") from None
     if response.status_code == 401 and "sessiongen-emulator" in response.headers.get(
@@ -429,14 +414,14 @@ def detect_emulator(base_url: str, token: str | None, guard: Guard) -> httpx2.Cl
     return client if is_emulator else None
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     text = str(exc)
     if "refused" in text.lower():
         return "connection refused"
-    return _printable(text) or type(exc).__name__
+    return printable(text) or type(exc).__name__
 
 
-def _printable(text: str, limit: int = 200) -> str:
+def printable(text: str, limit: int = 200) -> str:
     """`text` (from the endpoint, perhaps hostile) as one short line of printable ASCII."""
     line = "".join(c if " " <= c <= "~" else "?" for c in text.strip())
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -494,7 +479,7 @@ class Guard:
             self.origin = origin
         elif origin != self.origin:
             raise Refused(
-                f"refused a request to {_printable(origin)}: the probe sends only to {self.origin}"
+                f"refused a request to {printable(origin)}: the probe sends only to {self.origin}"
             )
 
     def check_answer(self, url: str, status: int, location: str | None) -> None:
@@ -508,7 +493,7 @@ class Guard:
             target = "an unparsable location"
         if target != (self.origin or _origin(url)):
             raise Refused(
-                f"the endpoint redirected (HTTP {status}) to {_printable(target)}, another "
+                f"the endpoint redirected (HTTP {status}) to {printable(target)}, another "
                 f"origin than {self.origin}: refused, not followed"
             )
 
@@ -533,52 +518,18 @@ class Guard:
         location = response.headers.get("location")
         self.check_answer(str(response.request.url), response.status_code, location)
 
-    def sdk_client(self, provider: Provider, base_url: str | None, **credentials: Any) -> Any:
+    def sdk_client(self, provider: str, base_url: str | None, **credentials: Any) -> Any:
         """`provider`'s official SDK client at `base_url` (None: its own endpoint), on this
-        guard: the Anthropic and OpenAI SDKs and google-genai send through `http_client`
-        (their own default clients follow redirects); boto3 sends through urllib3, which
-        botocore never lets follow a redirect, and its `before-send` and `before-parse`
-        events get the same origin checks. Retries are off everywhere: one request each."""
-        sdk = _import_sdk(provider)
-        if provider in ("anthropic", "openai"):
-            make = sdk.Anthropic if provider == "anthropic" else sdk.OpenAI
-            return make(
-                base_url=base_url,
-                http_client=self.http_client(),
-                timeout=httpx2.Timeout(self.timeout),
-                max_retries=0,
-                **credentials,
-            )
-        if provider == "gemini":
-            # optional extra: google is imported only when it is used
-            from google.genai import types
+        guard, built by the provider's probe part (`sdk_client(guard, base_url, ...)`): every
+        redirect and answer passes the guard's origin checks, and retries are off everywhere
+        (one request each)."""
+        import_sdk(provider)
+        return PROVIDERS[provider].part("probe").sdk_client(self, base_url, **credentials)
 
-            options = types.HttpOptions(
-                base_url=base_url,
-                api_version="v1beta",
-                # per request, in ms; without it google-genai sends with no timeout at all
-                timeout=max(1, round(self.timeout * 1000)),
-                retry_options=types.HttpRetryOptions(attempts=1),
-                httpx_client=self.http_client(),
-            )
-            return sdk.Client(http_options=options, **credentials)
-        # optional extra: botocore is imported only when it is used
-        from botocore.config import Config  # type: ignore[import-untyped]
-
-        config = Config(
-            connect_timeout=self.timeout,
-            read_timeout=self.timeout,
-            retries={"total_max_attempts": 1, "mode": "standard"},
-        )
-        client = sdk.client("bedrock-runtime", endpoint_url=base_url, config=config, **credentials)
-        client.meta.events.register("before-send.bedrock-runtime", self._before_send)
-        client.meta.events.register("before-parse.bedrock-runtime", self._before_parse)
-        return client
-
-    def _before_send(self, request: Any, **_: Any) -> None:
+    def before_send(self, request: Any, **_: Any) -> None:
         self.check_request(str(request.url))
 
-    def _before_parse(self, response_dict: Mapping[str, Any], **_: Any) -> None:
+    def before_parse(self, response_dict: Mapping[str, Any], **_: Any) -> None:
         headers = response_dict.get("headers") or {}
         status = int(response_dict.get("status_code") or 0)
         self.check_answer(f"{self.origin}/", status, headers.get("location"))
@@ -640,12 +591,12 @@ class Guard:
                 first = error.errors()[0] if error.error_count() else None
                 where = ".".join(str(part) for part in first["loc"]) if first else ""
                 what = f"{where or 'the answer'}: {first['msg'] if first else error.title}"
-                return Malformed(f"malformed answer: {_printable(what)}")
+                return Malformed(f"malformed answer: {printable(what)}")
             if isinstance(error, broken):
-                return Malformed(f"malformed answer: it broke off ({_reason(error)})")
+                return Malformed(f"malformed answer: it broke off ({reason(error)})")
             if isinstance(error, unparsable):
                 lines = str(error).strip().splitlines() or [type(error).__name__]
-                return Malformed(f"malformed answer: {_printable(lines[0])}")
+                return Malformed(f"malformed answer: {printable(lines[0])}")
         return None
 
 
@@ -678,7 +629,7 @@ Shape: TypeAlias = type | dict[str, "Shape"] | list["Shape"]
 fields (a name ending in `?` may be absent or null), a one-element list a list of it."""
 
 
-def _read(value: object, shape: Shape, where: str = "") -> Any:
+def read_answer(value: object, shape: Shape, where: str = "") -> Any:
     """`value` (an SDK object or parsed JSON) as plain data of `shape`, or `Malformed` naming
     the first field that is missing or of the wrong type."""
     name = where or "the answer"
@@ -697,12 +648,12 @@ def _read(value: object, shape: Shape, where: str = "") -> Any:
                 if key.endswith("?"):
                     continue
                 raise Malformed(f"malformed answer: no {path}")
-            plain[field_name] = _read(got, inner, path)
+            plain[field_name] = read_answer(got, inner, path)
         return plain
     if isinstance(shape, list):
         if not isinstance(value, list | tuple):
             raise Malformed(f"malformed answer: {name} is {_shown(value)}, not a list")
-        return [_read(item, shape[0], f"{name}[{i}]") for i, item in enumerate(value)]
+        return [read_answer(item, shape[0], f"{name}[{i}]") for i, item in enumerate(value)]
     if shape is int:
         if type(value) is not int or value < 0:
             raise Malformed(f"malformed answer: {name} is {_shown(value)}, not a token count")
@@ -719,7 +670,7 @@ def _shown(value: object) -> str:
         return "a list"
     if value is None or isinstance(value, bool):
         return json.dumps(value)
-    return _printable(repr(value), 40)
+    return printable(repr(value), 40)
 
 
 # --- one provider, through its official SDK ------------------------------------------------
@@ -747,8 +698,9 @@ class Driver(Protocol):
     def close(self) -> None: ...
 
 
-def _import_sdk(provider: Provider) -> Any:
-    name = SDK_MODULES[provider]
+def import_sdk(provider: str) -> Any:
+    """`provider`'s official SDK module; not installed, a `ProbeError` with the install hint."""
+    name = PROVIDERS[provider].sdk
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -757,41 +709,12 @@ def _import_sdk(provider: Provider) -> Any:
         ) from None
 
 
-def _roles(turns: Sequence[str]) -> Iterator[tuple[str, str]]:
+def roles(turns: Sequence[str]) -> Iterator[tuple[str, str]]:
     for i, text in enumerate(turns):
         yield ("user" if i % 2 == 0 else "assistant"), text
 
 
-_ANTHROPIC_USAGE: Shape = {
-    "input_tokens": int,
-    "output_tokens": int,
-    "cache_read_input_tokens?": int,
-    "cache_creation_input_tokens?": int,
-    "cache_creation?": {"ephemeral_5m_input_tokens?": int, "ephemeral_1h_input_tokens?": int},
-}
-_OPENAI_USAGE: Shape = {
-    "prompt_tokens": int,
-    "completion_tokens": int,
-    "prompt_tokens_details?": {"cached_tokens?": int},
-}
-_GEMINI_USAGE: Shape = {
-    "prompt_token_count": int,
-    "cached_content_token_count?": int,
-    "candidates_token_count?": int,
-    "thoughts_token_count?": int,
-}
-_BEDROCK_USAGE: Shape = {
-    "inputTokens": int,
-    "outputTokens": int,
-    "cacheReadInputTokens?": int,
-    "cacheWriteInputTokens?": int,
-    "cacheDetails?": [{"inputTokens": int, "ttl?": str}],
-}
-"""The usage fields each driver reads, checked (`_read`) before they are used: what the
-provider documents as always there is required, every count a non-negative integer."""
-
-
-class _SDKDriver:
+class SDKDriver:
     """What every driver shares: an SDK client built by its `Guard`, each request sent
     through `_call` (the guard's deadline, then the driver's own error mapping)."""
 
@@ -816,15 +739,13 @@ class _SDKDriver:
             if self._guard.answers == answers:
                 raise  # nothing came back: not the answer's fault
             what = f"{type(exc).__name__}: {exc}"
-            raise Malformed(
-                f"malformed answer: the SDK failed on it ({_printable(what)})"
-            ) from None
+            raise Malformed(f"malformed answer: the SDK failed on it ({printable(what)})") from None
 
     def close(self) -> None:
         self._client.close()
 
 
-class _StainlessDriver(_SDKDriver):
+class StainlessDriver(SDKDriver):
     """What the Anthropic and OpenAI SDKs (both generated by Stainless) share: one
     connection error and one status error class."""
 
@@ -837,234 +758,9 @@ class _StainlessDriver(_SDKDriver):
         try:
             yield
         except sdk.APIConnectionError as exc:
-            raise ProbeError(f"cannot connect to the {self._api} API: {_reason(exc)}") from None
+            raise ProbeError(f"cannot connect to the {self._api} API: {reason(exc)}") from None
         except sdk.APIStatusError as exc:
-            raise _status_error(exc.status_code, exc.message) from None
-
-
-class AnthropicDriver(_StainlessDriver):
-    _api = "Anthropic"
-
-    def __init__(self, base_url: str | None, api_key: str, guard: Guard) -> None:
-        self._sdk = _import_sdk("anthropic")
-        self._guard = guard
-        self._client = guard.sdk_client("anthropic", base_url, api_key=api_key)
-
-    def _body(self, prompt: Prompt) -> dict[str, Any]:
-        mark: dict[str, Any] = {"type": "ephemeral"}
-        if prompt.lifetime == "long":
-            mark["ttl"] = "1h"
-        messages: list[dict[str, Any]] = []
-        for i, (role, text) in enumerate(_roles(prompt.turns)):
-            block: dict[str, Any] = {"type": "text", "text": text}
-            if i == prompt.anchor:
-                block["cache_control"] = mark
-            messages.append({"role": role, "content": [block]})
-        body: dict[str, Any] = {
-            "model": prompt.model,
-            "system": [{"type": "text", "text": prompt.system, "cache_control": mark}],
-            "messages": messages,
-        }
-        if "disabled" in get_model(prompt.model).thinking_types:
-            body["thinking"] = {"type": "disabled"}
-        return body
-
-    def send(self, prompt: Prompt) -> Usage:
-
-        message = self._call(
-            lambda: self._client.messages.create(
-                max_tokens=0 if prompt.ping else 1, **self._body(prompt)
-            )
-        )
-        return usage_from_anthropic(_read(message, {"usage": _ANTHROPIC_USAGE})["usage"])
-
-    def count(self, prompt: Prompt) -> int | None:
-        try:
-            counted = self._call(lambda: self._client.messages.count_tokens(**self._body(prompt)))
-        except RequestFailed:
-            return None
-        return int(_read(counted, {"input_tokens": int})["input_tokens"])
-
-
-class OpenAIDriver(_StainlessDriver):
-    _api = "OpenAI"
-
-    def __init__(self, base_url: str | None, api_key: str, guard: Guard) -> None:
-        self._sdk = _import_sdk("openai")
-        self._guard = guard
-        if base_url is not None and not urlsplit(base_url).path.rstrip("/").endswith("/v1"):
-            base_url = f"{base_url}/v1"
-        self._client = guard.sdk_client("openai", base_url, api_key=api_key)
-
-    def send(self, prompt: Prompt) -> Usage:
-
-        messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}]
-        messages += [{"role": role, "content": text} for role, text in _roles(prompt.turns)]
-        extra: dict[str, Any] = {}
-        if prompt.lifetime != "default":
-            extra["prompt_cache_retention"] = "24h" if prompt.lifetime == "long" else "in_memory"
-        completion = self._call(
-            lambda: self._client.chat.completions.create(
-                model=prompt.model, messages=messages, max_completion_tokens=1, **extra
-            )
-        )
-        return usage_from_openai(_read(completion, {"usage": _OPENAI_USAGE})["usage"])
-
-    def count(self, prompt: Prompt) -> int | None:
-        items = [{"role": role, "content": text} for role, text in _roles(prompt.turns)]
-        try:
-            counted = self._call(
-                lambda: self._client.responses.input_tokens.count(
-                    model=prompt.model, instructions=prompt.system, input=items
-                )
-            )
-        except RequestFailed:
-            return None
-        return int(_read(counted, {"input_tokens": int})["input_tokens"])
-
-
-class GeminiDriver(_SDKDriver):
-    def __init__(self, base_url: str | None, api_key: str, guard: Guard) -> None:
-        _import_sdk("gemini")
-        # optional extra: google is imported only when it is used
-        from google.genai import errors, types
-
-        self._errors_module = errors
-        self._types = types
-        self._guard = guard
-        self._client = guard.sdk_client("gemini", base_url, api_key=api_key)
-
-    def send(self, prompt: Prompt) -> Usage:
-
-        types = self._types
-        contents = [
-            types.Content(role="user" if role == "user" else "model", parts=[types.Part(text=t)])
-            for role, t in _roles(prompt.turns)
-        ]
-        config = types.GenerateContentConfig(system_instruction=prompt.system, max_output_tokens=1)
-        response = self._call(
-            lambda: self._client.models.generate_content(
-                model=prompt.model, contents=contents, config=config
-            )
-        )
-        return usage_from_gemini(
-            _read(response, {"usage_metadata": _GEMINI_USAGE})["usage_metadata"]
-        )
-
-    def count(self, prompt: Prompt) -> int | None:
-        # The Gemini API's countTokens takes no system instruction: it goes as a first turn.
-        types = self._types
-        texts = [(("user", prompt.system)), *_roles(prompt.turns)]
-        contents = [
-            types.Content(role="user" if role == "user" else "model", parts=[types.Part(text=t)])
-            for role, t in texts
-        ]
-        try:
-            counted = self._call(
-                lambda: self._client.models.count_tokens(model=prompt.model, contents=contents)
-            )
-        except RequestFailed:
-            return None
-        return int(_read(counted, {"total_tokens": int})["total_tokens"]) or None
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except self._errors_module.APIError as exc:
-            raise _status_error(int(exc.code or 0), str(exc.message or exc)) from None
-        except httpx2.HTTPError as exc:
-            raise ProbeError(f"cannot connect to the Gemini API: {_reason(exc)}") from None
-
-
-class BedrockDriver(_SDKDriver):
-    def __init__(
-        self, base_url: str | None, api_key: str | None, dummy: bool, guard: Guard
-    ) -> None:
-        _import_sdk("bedrock")
-        self._guard = guard
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        credentials: dict[str, str] = {}
-        if dummy:  # an emulator takes any credentials; boto3 wants some to sign with
-            credentials = {"aws_access_key_id": "probe", "aws_secret_access_key": "probe"}
-        # boto3 reads a Bedrock API key only from the environment, and only when it signs a
-        # request: the key stays there until `close`, then the environment is as it was.
-        self._saved_bearer = os.environ.get(BEARER_ENV)
-        if api_key is not None:
-            os.environ[BEARER_ENV] = api_key
-        elif dummy:
-            os.environ.pop(BEARER_ENV, None)
-        try:
-            self._client = guard.sdk_client(
-                "bedrock", base_url, region_name=region or "us-east-1", **credentials
-            )
-        except BaseException:
-            self._restore_bearer()
-            raise
-
-    def _restore_bearer(self) -> None:
-        if self._saved_bearer is None:
-            os.environ.pop(BEARER_ENV, None)
-        else:
-            os.environ[BEARER_ENV] = self._saved_bearer
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._restore_bearer()
-
-    def _body(self, prompt: Prompt) -> dict[str, Any]:
-        point: dict[str, Any] = {"type": "default"}
-        if prompt.lifetime == "long":
-            point["ttl"] = "1h"
-        messages = []
-        for i, (role, text) in enumerate(_roles(prompt.turns)):
-            content: list[dict[str, Any]] = [{"text": text}]
-            if i == prompt.anchor:
-                content.append({"cachePoint": point})
-            messages.append({"role": role, "content": content})
-        return {"system": [{"text": prompt.system}, {"cachePoint": point}], "messages": messages}
-
-    def send(self, prompt: Prompt) -> Usage:
-
-        response = self._call(
-            lambda: self._client.converse(
-                modelId=prompt.model, inferenceConfig={"maxTokens": 1}, **self._body(prompt)
-            )
-        )
-        usage: dict[str, Any] = _read(response, {"usage": _BEDROCK_USAGE})["usage"]
-        return usage_from_bedrock(usage)
-
-    def count(self, prompt: Prompt) -> int | None:
-        try:
-            counted = self._call(
-                lambda: self._client.count_tokens(
-                    modelId=prompt.model, input={"converse": self._body(prompt)}
-                )
-            )
-        except RequestFailed:
-            return None
-        return int(_read(counted, {"inputTokens": int})["inputTokens"])
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        # optional extra: botocore is imported only when it is used
-        from botocore import exceptions
-
-        try:
-            yield
-        except exceptions.NoCredentialsError:
-            raise ProbeError(
-                "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a "
-                "profile), or AWS_BEARER_TOKEN_BEDROCK / --api-key for a Bedrock API key"
-            ) from None
-        except exceptions.EndpointConnectionError as exc:
-            raise ProbeError(f"cannot connect to Bedrock: {_reason(exc)}") from None
-        except exceptions.ClientError as exc:
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-            message = str(exc.response.get("Error", {}).get("Message") or exc)
-            raise _status_error(status, message) from None
+            raise status_error(exc.status_code, exc.message) from None
 
 
 class RequestFailed(ProbeError):
@@ -1072,51 +768,53 @@ class RequestFailed(ProbeError):
     records it against that request and goes on (a count that fails is taken as absent)."""
 
 
-def _status_error(status: int, message: str) -> ProbeError:
+def status_error(status: int, message: str) -> ProbeError:
     first = message.strip().splitlines()[0] if message.strip() else "no message"
     first = re.sub(r"^Error code: \d+ - ", "", first)  # the openai and anthropic SDKs' prefix
-    first = _printable(first)
+    first = printable(first)
     if status not in (401, 403):
         return RequestFailed(f"the endpoint answered HTTP {status}: {first}")
     return ProbeError(f"the endpoint refused the credentials (HTTP {status}): {first}")
 
 
-def api_key_from_env(provider: Provider) -> str | None:
-    for name in KEY_ENV[provider]:
+def api_key_from_env(provider: str) -> str | None:
+    for name in PROVIDERS[provider].key_env:
         if os.environ.get(name):
             return os.environ[name]
     return None
 
 
 def make_driver(
-    provider: Provider,
+    provider: str,
     base_url: str | None,
     api_key: str | None,
     *,
     emulator: bool,
     guard: Guard | None = None,
 ) -> Driver:
-    """`provider`'s driver at `base_url` (None: the SDK's own default endpoint), its SDK
-    client on `guard` (default: a fresh one with the default timeout). Without `api_key`, an
-    emulator gets a placeholder (it takes any; the user's own key from the environment is
-    not sent to it) and a real endpoint the SDK's usual variables."""
-    _import_sdk(provider)  # the install hint before any credential question
+    """`provider`'s driver (its folder's probe part) at `base_url` (None: the SDK's own
+    default endpoint), its SDK client on `guard` (default: a fresh one with the default
+    timeout). Without `api_key`, an emulator gets a placeholder (it takes any; the user's own
+    key from the environment is not sent to it) and a real endpoint the SDK's usual
+    variables."""
+    import_sdk(provider)  # the install hint before any credential question
     guard = guard if guard is not None else Guard(base_url)
-    if provider == "bedrock":
-        return BedrockDriver(base_url, api_key, emulator and api_key is None, guard)
-    if emulator:  # never the user's own key: an emulator takes any
-        key: str | None = api_key or "emulator"
-    else:
-        key = api_key or api_key_from_env(provider)
+    driver: Driver = (
+        PROVIDERS[provider].part("probe").driver(base_url, api_key, emulator=emulator, guard=guard)
+    )
+    return driver
+
+
+def required_key(provider: str, api_key: str | None, *, emulator: bool) -> str:
+    """The key a driver sends: never the user's own to an emulator (it takes any), else
+    `api_key` or the provider's environment variables; none is a `ProbeError`."""
+    if emulator:
+        return api_key or "emulator"
+    key = api_key or api_key_from_env(provider)
     if key is None:
-        raise ProbeError(
-            f"no API key for {provider}: set {' or '.join(KEY_ENV[provider])}, or pass --api-key"
-        )
-    if provider == "anthropic":
-        return AnthropicDriver(base_url, key, guard)
-    if provider == "openai":
-        return OpenAIDriver(base_url, key, guard)
-    return GeminiDriver(base_url, key, guard)
+        names = " or ".join(PROVIDERS[provider].key_env)
+        raise ProbeError(f"no API key for {provider}: set {names}, or pass --api-key")
+    return key
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -1262,7 +960,7 @@ def run(
     against the endpoint, compare. Prints as it goes through `out`; raises `ProbeError`.
     Every request to the endpoint goes through one `Guard`: its origin only, `timeout`
     seconds in all."""
-    _import_sdk(provider)  # a missing SDK before anything else
+    import_sdk(provider)  # a missing SDK before anything else
     if model is None:
         model = cheapest_model(provider)
     else:
@@ -1332,7 +1030,7 @@ def _advance(guard: Guard, admin: httpx2.Client, seconds: float) -> None:
     try:
         guard.call(lambda: admin.post(ADMIN_CLOCK, json={"advance": seconds}).raise_for_status())
     except (httpx2.HTTPError, ProbeError) as exc:
-        raise ProbeError(f"cannot move the emulator's clock: {_reason(exc)}") from None
+        raise ProbeError(f"cannot move the emulator's clock: {reason(exc)}") from None
 
 
 def size(

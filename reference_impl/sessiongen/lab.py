@@ -13,7 +13,7 @@ drop the call silently, and a TTL experiment would read a cache it should have m
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +25,10 @@ from ._choices import PROVIDERS as PROVIDERS
 from ._choices import Provider as Provider
 from .emulator import EmulatorState, FaultSpec, ScriptedResponse, create_app
 from .emulator.client import EMULATOR_BASE_URL, asgi_http, inprocess_llm
-from .llm.anthropic_wire import usage_from_anthropic
-from .llm.bedrock_wire import usage_from_bedrock
 from .llm.client import LLMClient
-from .llm.gemini_wire import usage_from_gemini
-from .llm.openai_wire import usage_from_openai
 from .llm.types import Usage
 from .model import Agent, ModelRef
+from .providers import PROVIDERS as REGISTRY
 from .sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
 from .session.breakpoints import DEFAULT_CACHE_POLICY, CachePolicy
 from .session.engine import SessionEngine
@@ -43,28 +40,12 @@ BASE_URL = EMULATOR_BASE_URL
 """The emulator's base URL in a lab (the one every in-process client uses)."""
 
 
-PROVIDER_MODELS: dict[Provider, str] = {
-    "anthropic": SAMPLE_AGENT.model.id,
-    "bedrock": "us.anthropic.claude-sonnet-4-6",  # Claude on Converse: Anthropic's caching
-    "openai": "gpt-4.1",
-    "gemini": "gemini-3-flash-preview",  # implicit caching from 1,024 tokens
-}
-"""The catalogued model each provider's lab points the sample agent at."""
+PROVIDER_MODELS: Mapping[str, str] = REGISTRY.column("lab_model")
+"""The catalogued model each provider's lab points the sample agent at (a live view of the
+provider table, `sessiongen.providers.PROVIDERS`)."""
 
-SDKS: dict[Provider, str] = {
-    "anthropic": "anthropic SDK",
-    "bedrock": "boto3 bedrock-runtime (Converse)",
-    "openai": "openai SDK (Chat Completions)",
-    "gemini": "google-genai SDK",
-}
+SDKS: Mapping[str, str] = REGISTRY.column("sdk_label")
 """The official SDK each provider's lab talks through."""
-
-_USAGE = {
-    "anthropic": usage_from_anthropic,
-    "bedrock": usage_from_bedrock,
-    "openai": usage_from_openai,
-    "gemini": usage_from_gemini,
-}
 
 
 @dataclass(frozen=True)
@@ -97,7 +78,7 @@ class LoggedUsage:
         """Read the usage in the shape of the provider the request came in on (the log's
         `provider`; Anthropic when absent). A failed request is logged without usage: it
         counts as no tokens at all."""
-        usage = _USAGE[logged.get("provider") or "anthropic"](logged.get("usage") or {})
+        usage = REGISTRY[logged.get("provider") or "anthropic"].usage(logged.get("usage") or {})
         return LoggedUsage(
             uncached=usage.input_tokens,
             write_5m=usage.cache_write_5m_tokens,
@@ -118,7 +99,7 @@ class EmulatorLab:
     llm: LLMClient
     workspace: Path
     emulator: EmulatorState
-    provider: Provider = "anthropic"
+    provider: str = "anthropic"
 
     def requests(self) -> list[dict[str, Any]]:
         """Every request the emulator received, in order (copies)."""
@@ -181,7 +162,7 @@ def _claim_workspace(workspace: Path) -> Path:
     return workspace
 
 
-def _repoint(agents: Iterable[Agent], provider: Provider) -> list[Agent]:
+def _repoint(agents: Iterable[Agent], provider: str) -> list[Agent]:
     """`agents`, with each one on the sample agent's (Anthropic) model moved to the
     provider's catalogued model: that model id means nothing to another provider's API."""
     model = ModelRef(id=PROVIDER_MODELS[provider])
@@ -198,7 +179,7 @@ async def emulator_lab(
     agents: Iterable[Agent] = (SAMPLE_AGENT,),
     database: str | Path = ":memory:",
     max_retries: int = 0,
-    provider: Provider = "anthropic",
+    provider: str = "anthropic",
 ) -> AsyncIterator[EmulatorLab]:
     """A lab over a fresh in-process emulator and store, with the sample files in a workspace.
 
@@ -215,8 +196,7 @@ async def emulator_lab(
     emulator over a loopback `BackgroundServer`, stopped on exit (`inprocess_llm` builds
     each). `max_retries` is the adapter's, for every provider (`ProviderAdapter`).
     """
-    if provider not in PROVIDERS:
-        raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    REGISTRY[provider]  # an unknown one: `UnknownProvider`, before anything is made
     with ExitStack() as cleanup:
         if workspace is None:
             temporary = tempfile.TemporaryDirectory(prefix="sessiongen-lab-")

@@ -15,13 +15,13 @@ Gemini alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .llm import anthropic_wire, bedrock_wire, gemini_wire, openai_wire
 from .llm.types import LLMRequest
 from .llm.wire_view import WireView
+from .providers import PROVIDERS
 
 Verdict = Literal["allowed", "violation"]
 
@@ -42,7 +42,7 @@ class WireRequest:
     def of(request: LLMRequest) -> WireRequest:
         """An Anthropic request as lowered (for Anthropic the lowering is the wire body)."""
         return WireRequest(
-            anthropic_wire.lower_request(request), dict(request.headers), request.prompt_cache_key
+            PROVIDERS["anthropic"].lower(request), dict(request.headers), request.prompt_cache_key
         )
 
     @staticmethod
@@ -57,13 +57,9 @@ class WireRequest:
         )
 
     def view(self) -> WireView:
-        try:
-            read = _VIEWS[self.provider]
-        except KeyError:
-            raise ValueError(
-                f"no wire layout for provider {self.provider!r}; known: {', '.join(_VIEWS)}"
-            ) from None
-        return read(self.body)
+        """The body's layout, read by its provider's wire module (the one place that knows
+        it); an unknown provider is a `ValueError` naming the known ones."""
+        return PROVIDERS[self.provider].view(self.body)
 
 
 @dataclass(frozen=True)
@@ -105,14 +101,6 @@ def _short(value: Any, limit: int = 60) -> str:
     text = "—" if value is None else repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
-
-_VIEWS: Mapping[str, Callable[[Mapping[str, Any]], WireView]] = {
-    "anthropic": anthropic_wire.wire_view,
-    "bedrock": bedrock_wire.wire_view,
-    "openai": openai_wire.wire_view,
-    "gemini": gemini_wire.wire_view,
-}
-"""Each provider's body layout, read by its own wire module: the one place that knows it."""
 
 # Headers an SDK or its HTTP stack sets per request: they carry no cache identity, so a
 # difference there is allowed (the body's length, an invocation id, a client timeout, and the

@@ -25,18 +25,18 @@ from anthropic.types import (
 from sessiongen._media_size import audio_seconds, image_size, pdf_pages, video_seconds
 from sessiongen.cache import get_model, list_models
 from sessiongen.emulator import EmulatorState, create_app
-from sessiongen.tokens import (
-    anthropic_image_tokens,
-    count_model_body_tokens,
-    count_text_tokens,
+from sessiongen.providers.anthropic.counting import count_model_body_tokens
+from sessiongen.providers.gemini.counting import (
     gemini_image_tokens,
     gemini_media_tokens,
     gemini_signature_tokens,
+)
+from sessiongen.providers.openai.counting import (
     openai_chat_positions,
     openai_image_tokens,
     openai_responses_positions,
-    token_facts,
 )
+from sessiongen.tokens import anthropic_image_tokens, count_text_tokens, token_facts
 
 from .conftest import MODEL, Emu, user
 

@@ -18,9 +18,9 @@ from openai import AsyncOpenAI
 from sessiongen.cache import get_model, list_models
 from sessiongen.cache.pricing import Price, cost_breakdown, price
 from sessiongen.emulator import EmulatorState, create_app
-from sessiongen.emulator.providers.openai import CHAT_PATH, flatten
-from sessiongen.llm.gemini_wire import usage_from_gemini
-from sessiongen.llm.openai_wire import usage_from_openai
+from sessiongen.providers.gemini.wire import usage_from_gemini
+from sessiongen.providers.openai.emulator import CHAT_PATH, flatten
+from sessiongen.providers.openai.wire import usage_from_openai
 from sessiongen.tokens import scale_tokens
 
 from tests.providers._sdk import gemini_client

@@ -11,7 +11,8 @@ from anthropic.types import ToolChoiceParam, ToolParam
 from sessiongen.cache import get_model, list_models
 from sessiongen.emulator.state import LIFETIME_DEFAULTS
 from sessiongen.llm.types import LLMMessage, LLMRequest, SystemPart, TextContent
-from sessiongen.tokens import count_request_tokens, scale_tokens
+from sessiongen.providers import count_request_tokens
+from sessiongen.tokens import scale_tokens
 
 from .conftest import MODEL, Emu, filler, text_block, usage_tuple, user
 

@@ -12,7 +12,8 @@ import anthropic
 import pytest
 from anthropic.types import ToolResultBlockParam
 from sessiongen.cache import get_model, list_models
-from sessiongen.tokens import count_model_body_tokens, scale_tokens
+from sessiongen.providers.anthropic.counting import count_model_body_tokens
+from sessiongen.tokens import scale_tokens
 
 from .conftest import Emu, filler, text_block, usage_tuple, user
 

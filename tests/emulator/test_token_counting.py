@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from sessiongen.cache import flatten_request, get_model, override_model
 from sessiongen.emulator.validation import for_model
-from sessiongen.llm.anthropic import lower_request
 from sessiongen.llm.types import (
     CacheMark,
     LLMMessage,
@@ -22,9 +21,10 @@ from sessiongen.llm.types import (
     ToolDefinition,
     ToolResultContent,
 )
+from sessiongen.providers import count_request_tokens
+from sessiongen.providers.anthropic.adapter import lower_request
 from sessiongen.session.counting import context_window
 from sessiongen.testing import ScriptedLLMClient, ScriptedReply
-from sessiongen.tokens import count_request_tokens
 
 from .conftest import MODEL, Emu
 

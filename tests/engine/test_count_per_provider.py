@@ -20,8 +20,8 @@ from sessiongen.llm.types import (
     ToolDefinition,
     ToolResultContent,
 )
+from sessiongen.providers import count_request_tokens
 from sessiongen.session.counting import RequestCounter
-from sessiongen.tokens import count_request_tokens
 
 SCHEMA = {
     "type": "object",

@@ -14,9 +14,10 @@ from sessiongen import Agent
 from sessiongen.cache import get_model, override_model
 from sessiongen.llm.types import Usage
 from sessiongen.model import CompactionMessage
+from sessiongen.providers import count_request_tokens
 from sessiongen.session.counting import ESTIMATE_MARGIN, RequestCounter
 from sessiongen.testing import ScriptedReply
-from sessiongen.tokens import count_request_tokens, count_text_tokens
+from sessiongen.tokens import count_text_tokens
 
 from ..conftest import EngineFactory
 

@@ -25,7 +25,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sessiongen import Agent, SessionEngine, SessionModelRequest, SessionStore
-from sessiongen.llm.anthropic_wire import lower_request
 from sessiongen.llm.types import (
     CacheMark,
     LLMMessage,
@@ -49,6 +48,8 @@ from sessiongen.model import (
     UserMessage,
     message_id,
 )
+from sessiongen.providers import count_request_tokens
+from sessiongen.providers.anthropic.wire import lower_request
 from sessiongen.session import instructions as instructions_module
 from sessiongen.session.breakpoints import (
     MARKED_VARIANTS,
@@ -68,7 +69,6 @@ from sessiongen.session.transcript import (
     to_llm_messages,
 )
 from sessiongen.testing import ScriptedLLMClient, ScriptedReply
-from sessiongen.tokens import count_request_tokens
 
 # --- varied histories ----------------------------------------------------------------------
 

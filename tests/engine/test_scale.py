@@ -52,12 +52,12 @@ from sessiongen.model import (
     UserMessage,
     message_id,
 )
+from sessiongen.providers import count_request_tokens
 from sessiongen.session import store as store_module
 from sessiongen.session.counting import RequestCounter
 from sessiongen.session.request import RequestInfo
 from sessiongen.session.transcript import active_history, to_llm_messages
 from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedReply
-from sessiongen.tokens import count_request_tokens
 
 from ..conftest import EngineFactory
 

@@ -23,10 +23,10 @@ from sessiongen import (
 )
 from sessiongen.errors import AgentNotFound, InvalidArgument
 from sessiongen.lab import EmulatorLab
-from sessiongen.llm.anthropic import AnthropicLLMClient, lower_request
 from sessiongen.llm.types import LLMMessage, TextContent
 from sessiongen.model import AssistantMessage, ToolCallPart
 from sessiongen.parity import WireRequest, diff
+from sessiongen.providers.anthropic.adapter import AnthropicLLMClient, lower_request
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.tools import BUILTIN_TOOLS, Tool, ToolRegistry
 

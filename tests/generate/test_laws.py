@@ -22,11 +22,11 @@ from sessiongen import (
     RequestInfo,
 )
 from sessiongen.lab import EmulatorLab
-from sessiongen.llm.anthropic import AnthropicLLMClient, lower_request
 from sessiongen.llm.client import LLMClient
 from sessiongen.llm.types import StreamEvent, SystemPart
 from sessiongen.model import StepStarted, TextPart, UserMessage
 from sessiongen.parity import WireRequest, diff
+from sessiongen.providers.anthropic.adapter import AnthropicLLMClient, lower_request
 from sessiongen.tools import BUILTIN_TOOLS, Tool, ToolRegistry
 
 PROMPT = "Which functions lack type hints?"

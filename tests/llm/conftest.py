@@ -15,8 +15,8 @@ import httpx2
 import pytest
 from sessiongen.emulator import create_app
 from sessiongen.llm import CacheMark, LLMMessage, LLMRequest, TextContent, ToolDefinition
-from sessiongen.llm.anthropic import AnthropicLLMClient
 from sessiongen.llm.types import StreamEvent
+from sessiongen.providers.anthropic.adapter import AnthropicLLMClient
 
 # --- requests ------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from sessiongen.emulator import EmulatorState, FaultSpec
-from sessiongen.emulator.client import PROVIDERS, Provider, inprocess_llm
+from sessiongen.emulator.client import inprocess_llm
 from sessiongen.errors import (
     ProviderInvalidRequest,
     ProviderOverloaded,
@@ -26,7 +26,7 @@ from sessiongen.errors import (
     ProviderServerError,
     ProviderStreamInterrupted,
 )
-from sessiongen.lab import PROVIDER_MODELS
+from sessiongen.lab import PROVIDER_MODELS, PROVIDERS, Provider
 from sessiongen.llm import LLMMessage, LLMRequest, TextContent, _adapter
 from sessiongen.llm._adapter import (
     DEFAULT_MAX_RETRIES,
@@ -211,9 +211,9 @@ def test_retry_after_reads_milliseconds_seconds_and_dates() -> None:
 @pytest.mark.parametrize(
     ("module", "missing", "package"),
     [
-        ("sessiongen.llm.openai", "openai", "openai"),
-        ("sessiongen.llm.bedrock", "boto3", "boto3"),
-        ("sessiongen.llm.gemini", "google.genai", "google-genai"),
+        ("sessiongen.providers.openai.adapter", "openai", "openai"),
+        ("sessiongen.providers.bedrock.adapter", "boto3", "boto3"),
+        ("sessiongen.providers.gemini.adapter", "google.genai", "google-genai"),
     ],
 )
 def test_a_missing_sdk_names_the_package_and_the_extra(

@@ -39,8 +39,6 @@ from sessiongen.llm import (
     ToolResultContent,
     collect,
 )
-from sessiongen.llm.anthropic import AnthropicLLMClient, lower_request
-from sessiongen.llm.anthropic_wire import ERROR_TYPES
 from sessiongen.llm.types import (
     FinishEvent,
     ReasoningDelta,
@@ -50,6 +48,8 @@ from sessiongen.llm.types import (
     Usage,
     UsageEvent,
 )
+from sessiongen.providers.anthropic.adapter import AnthropicLLMClient, lower_request
+from sessiongen.providers.anthropic.wire import ERROR_TYPES
 from sessiongen.testing import RecordingLLMClient
 
 from .conftest import (

@@ -25,14 +25,15 @@ from sessiongen.llm.types import (
     Usage,
     UsageEvent,
 )
+from sessiongen.providers import count_request_tokens
 from sessiongen.testing import RecordingLLMClient, ScriptedLLMClient, ScriptedReply
-from sessiongen.tokens import count_request_tokens, count_text_tokens
+from sessiongen.tokens import count_text_tokens
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
     from openai import AsyncOpenAI
-    from sessiongen.llm.anthropic import AnthropicLLMClient
-    from sessiongen.llm.openai import OpenAILLMClient
+    from sessiongen.providers.anthropic.adapter import AnthropicLLMClient
+    from sessiongen.providers.openai.adapter import OpenAILLMClient
 
 
 def request(text: str = "hello there") -> LLMRequest:
@@ -217,14 +218,14 @@ async def test_leaving_async_with_closes_a_client_the_adapter_built(adapter: str
     given_sdk: AsyncAnthropic | AsyncOpenAI
     if adapter == "anthropic":
         from anthropic import AsyncAnthropic
-        from sessiongen.llm.anthropic import AnthropicLLMClient
+        from sessiongen.providers.anthropic.adapter import AnthropicLLMClient
 
         built = AnthropicLLMClient(base_url="http://emulator.invalid", api_key="x")
         given_sdk = AsyncAnthropic(base_url="http://emulator.invalid", api_key="x")
         given = AnthropicLLMClient(client=given_sdk)
     else:
         from openai import AsyncOpenAI
-        from sessiongen.llm.openai import OpenAILLMClient
+        from sessiongen.providers.openai.adapter import OpenAILLMClient
 
         built = OpenAILLMClient(base_url="http://emulator.invalid/v1", api_key="x")
         given_sdk = AsyncOpenAI(base_url="http://emulator.invalid/v1", api_key="x")

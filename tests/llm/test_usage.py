@@ -8,8 +8,8 @@ import anthropic
 import pytest
 from sessiongen.cache import CacheUsage, token_counts
 from sessiongen.lab import LoggedUsage
-from sessiongen.llm.anthropic_wire import usage_from_anthropic
 from sessiongen.llm.types import Usage
+from sessiongen.providers.anthropic.wire import usage_from_anthropic
 
 DOCS_EXAMPLE: dict[str, Any] = {
     "input_tokens": 2048,

@@ -8,7 +8,7 @@ import boto3  # type: ignore[import-untyped]  # boto3 ships no type hints
 import httpx
 from google import genai
 from google.genai import types
-from sessiongen.llm.bedrock import SINGLE_ATTEMPT
+from sessiongen.providers.bedrock.adapter import SINGLE_ATTEMPT
 
 
 def bedrock_client(url: str) -> Any:

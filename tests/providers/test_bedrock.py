@@ -23,8 +23,6 @@ from sessiongen import (
 from sessiongen.emulator import BackgroundServer, EmulatorState
 from sessiongen.emulator.state import FaultSpec, ScriptedResponse
 from sessiongen.lab import write_workspace
-from sessiongen.llm.bedrock import BedrockLLMClient
-from sessiongen.llm.bedrock_wire import lower_request, usage_from_bedrock
 from sessiongen.llm.types import (
     CacheMark,
     LLMMessage,
@@ -38,6 +36,8 @@ from sessiongen.llm.types import (
     ToolResultContent,
 )
 from sessiongen.model import Agent, ModelRef
+from sessiongen.providers.bedrock.adapter import BedrockLLMClient
+from sessiongen.providers.bedrock.wire import lower_request, usage_from_bedrock
 
 from tests.providers._sdk import bedrock_client
 

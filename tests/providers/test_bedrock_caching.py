@@ -16,8 +16,8 @@ import pytest
 from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 from sessiongen.cache import get_model
 from sessiongen.emulator import BackgroundServer, EmulatorState
-from sessiongen.llm.bedrock_wire import lower_request
 from sessiongen.llm.types import CacheMark, LLMMessage, LLMRequest, SystemPart, TextContent
+from sessiongen.providers.bedrock.wire import lower_request
 
 from tests.providers._sdk import bedrock_client
 

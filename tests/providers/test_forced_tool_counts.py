@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from sessiongen.cache import list_models
 from sessiongen.llm.types import LLMMessage, LLMRequest, TextContent, ToolChoice, ToolDefinition
-from sessiongen.tokens import count_request_tokens
+from sessiongen.providers import count_request_tokens
 
 TOOL = ToolDefinition(
     name="read_file",

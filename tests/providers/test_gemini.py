@@ -37,9 +37,9 @@ from sessiongen.llm import (
     ToolDefinition,
     ToolResultContent,
 )
-from sessiongen.llm.gemini import GeminiLLMClient
-from sessiongen.llm.gemini_wire import decode_signature, lower_request, usage_from_gemini
 from sessiongen.model import Agent, ModelRef
+from sessiongen.providers.gemini.adapter import GeminiLLMClient
+from sessiongen.providers.gemini.wire import decode_signature, lower_request, usage_from_gemini
 from sessiongen.session.store import SessionStore
 
 from tests.providers._sdk import gemini_client

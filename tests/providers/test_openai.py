@@ -18,8 +18,6 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsStr
 from sessiongen import Agent, ModelRef, SessionEngine, SessionStore
 from sessiongen.emulator import EmulatorState, FaultSpec, create_app
 from sessiongen.errors import ProviderNotFound, ProviderRateLimited
-from sessiongen.llm.openai import OpenAILLMClient
-from sessiongen.llm.openai_wire import lower_request
 from sessiongen.llm.types import (
     CacheMark,
     LLMMessage,
@@ -32,6 +30,8 @@ from sessiongen.llm.types import (
     ToolDefinition,
     ToolResultContent,
 )
+from sessiongen.providers.openai.adapter import OpenAILLMClient
+from sessiongen.providers.openai.wire import lower_request
 
 BASE = "http://emulator/v1"
 MODEL = "gpt-4.1"

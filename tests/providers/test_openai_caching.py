@@ -20,9 +20,9 @@ import pytest
 from openai import AsyncOpenAI, BadRequestError
 from sessiongen.cache import get_model, override_model
 from sessiongen.emulator import EmulatorState, create_app
-from sessiongen.emulator.providers.openai import CHAT_PATH, RESPONSES_PATH, flatten
-from sessiongen.llm.openai_wire import lower_request
 from sessiongen.llm.types import CacheMark, LLMMessage, LLMRequest, SystemPart, TextContent
+from sessiongen.providers.openai.emulator import CHAT_PATH, RESPONSES_PATH, flatten
+from sessiongen.providers.openai.wire import lower_request
 
 BASE = "http://emulator/v1"
 SYSTEM = "You are a careful coding agent. " * 200  # ~1,600 tokens

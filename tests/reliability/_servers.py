@@ -309,7 +309,7 @@ class ForkedServer:
 def _zygote() -> None:
     """Import the server's code, then fork one `sessiongen serve` per request on stdin."""
     import sessiongen.cli
-    import sessiongen.llm.anthropic
+    import sessiongen.providers.anthropic.adapter
     import sessiongen.server.serving
 
     for line in sys.stdin:

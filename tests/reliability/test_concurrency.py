@@ -25,7 +25,6 @@ import httpx
 import pytest
 from sessiongen import SessionEngine, SessionStore
 from sessiongen.lab import LoggedUsage, write_workspace
-from sessiongen.llm.anthropic_wire import lower_request
 from sessiongen.model import (
     AssistantMessage,
     SessionCreated,
@@ -34,6 +33,7 @@ from sessiongen.model import (
     Usage,
     UserMessage,
 )
+from sessiongen.providers.anthropic.wire import lower_request
 from sessiongen.testing import ScriptedLLMClient
 
 from ._figures import record

@@ -46,8 +46,8 @@ from sessiongen.errors import (
     ProviderTimeout,
 )
 from sessiongen.lab import write_workspace
-from sessiongen.llm.anthropic import AnthropicLLMClient
 from sessiongen.model import AssistantMessage, UserMessage
+from sessiongen.providers.anthropic.adapter import AnthropicLLMClient
 from sessiongen.sample import SAMPLE_AGENT
 
 from ._figures import record

@@ -31,9 +31,9 @@ from sessiongen import SessionEngine, SessionStore
 from sessiongen.cache import override_model
 from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.lab import LoggedUsage, write_workspace
-from sessiongen.llm.anthropic import AnthropicLLMClient
 from sessiongen.llm.types import Usage
 from sessiongen.model import AssistantMessage
+from sessiongen.providers.anthropic.adapter import AnthropicLLMClient
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.warming.keeper import KEEPALIVE_PROMPT, WarmingKeeper, default_policy
 

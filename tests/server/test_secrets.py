@@ -12,7 +12,7 @@ import httpx2
 import pytest
 from sessiongen.emulator import create_app as create_emulator_app
 from sessiongen.lab import EmulatorLab
-from sessiongen.llm.anthropic import AnthropicLLMClient
+from sessiongen.providers.anthropic.adapter import AnthropicLLMClient
 from sessiongen.server import create_app
 from sessiongen.server.problems import ANYWHERE_CHARS, MIN_SECRET_CHARS, REDACTED, Redactor
 

@@ -31,7 +31,6 @@ from fastapi import FastAPI
 
 from ..emulator.server import free_port
 from ..errors import ProviderOverloaded, ProviderServerError
-from ..llm.anthropic import AnthropicLLMClient
 from ..llm.client import LLMClient
 from ..llm.types import LLMRequest
 from ..model import (
@@ -43,6 +42,7 @@ from ..model import (
     StepStarted,
     TextPart,
 )
+from ..providers.anthropic.adapter import AnthropicLLMClient
 from ..sample import SAMPLE_AGENT
 from ..server import create_app
 from ..session.engine import SessionEngine

@@ -9,16 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..cache import FlatBlock, flatten_request
-from ..emulator.providers import gemini, openai
-from ..emulator.providers.bedrock import to_messages_body
-from ..emulator.validation import for_model
-from ..llm.anthropic_wire import usage_from_anthropic
-from ..llm.bedrock_wire import usage_from_bedrock
-from ..llm.gemini_wire import usage_from_gemini
-from ..llm.openai_wire import usage_from_openai
+from ..cache import FlatBlock
 from ..llm.types import Usage
-from ..tokens import declarations_of
+from ..providers import PROVIDERS, Provider
+from ..providers.gemini.counting import declarations_of
 
 _GEMINI_PATH = re.compile(r"/models/(?P<model>[^/:]+):")
 _BEDROCK_PATH = re.compile(r"/model/(?P<model>[^/]+)/converse")
@@ -100,24 +94,19 @@ def _model(provider: str, path: str, body: Mapping[str, Any]) -> str:
 
 
 def _blocks(provider: str, path: str, model: str, body: Mapping[str, Any]) -> list[FlatBlock]:
-    if provider == "openai":
-        return openai.flatten(body, path)[0]
-    if provider == "gemini":
-        return gemini.flatten(body, declarations_of(body), model)
-    messages = to_messages_body(model, body) if provider == "bedrock" else body
-    return for_model(flatten_request(messages), messages).flat()
+    blocks: list[FlatBlock] = _provider(provider).part("emulator").logged_blocks(body, path, model)
+    return blocks
 
 
 def _usage(provider: str, usage: Any) -> Usage:
     if not isinstance(usage, Mapping):
         return Usage()
-    if provider == "openai":
-        return usage_from_openai(usage)
-    if provider == "gemini":
-        return usage_from_gemini(usage)
-    if provider == "bedrock":
-        return usage_from_bedrock(usage)
-    return usage_from_anthropic(usage)
+    return _provider(provider).usage(usage)
+
+
+def _provider(name: str) -> Provider:
+    """The logged request's provider; Anthropic's layout for a log that names none."""
+    return PROVIDERS[name] if name in PROVIDERS else PROVIDERS["anthropic"]
 
 
 def _tool_names(provider: str, body: Mapping[str, Any]) -> list[str]:

@@ -61,13 +61,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple, TypeAlias
 
 from ..catalog import ModelInfo, UnknownModel, get_model
+from ..providers.anthropic.counting import dropped_blocks
 from ..tokens import THINKING_KINDS as _THINKING_KINDS
 from ..tokens import (
     canonical_json,
     content_blocks,
     count_content_tokens,
     count_tool_definition_tokens,
-    dropped_blocks,
 )
 
 TTL: TypeAlias = Literal["5m", "1h"]

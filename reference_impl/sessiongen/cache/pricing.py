@@ -8,8 +8,8 @@ from functools import cache
 from typing import Any
 
 from ..catalog import UnknownModel, _data_files, _load_json, get_model
-from ..llm.anthropic_wire import usage_from_anthropic
 from ..llm.types import Usage
+from ..providers.anthropic.wire import usage_from_anthropic
 from .store import CacheUsage
 
 PER_TOKENS = 1_000_000

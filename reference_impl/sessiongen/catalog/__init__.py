@@ -189,6 +189,25 @@ def alias_model(alias: str, model: str) -> Iterator[ModelInfo]:
         del table[alias]
 
 
+@contextmanager
+def added_model(info: ModelInfo) -> Iterator[ModelInfo]:
+    """Catalog a new model (`info`, under its id and aliases) inside a `with` block: a model
+    the data files do not list yet, for example one of a provider being added. A name the
+    catalog already knows is a `ValueError`."""
+    table = _catalog()
+    names = (info.id, *info.aliases)
+    taken = [name for name in names if name in table]
+    if taken:
+        raise ValueError(f"{taken[0]!r} is a catalogued model already")
+    for name in names:
+        table[name] = info
+    try:
+        yield info
+    finally:
+        for name in names:
+            del table[name]
+
+
 def nearest_models(model: str, provider: str, count: int = 3) -> list[str]:
     """The catalogued ids of `provider` (not retired) most like `model`, nearest first: what
     an unknown-model answer suggests."""

@@ -1,8 +1,8 @@
-"""The FastAPI app: the Messages API endpoints plus the `/_emulator` admin endpoints."""
+"""The FastAPI app: each registered provider's API (its folder's `emulator` part) plus the
+`/_emulator` admin endpoints."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Query, Request
@@ -14,10 +14,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Scope
 
 from .._bind import BearerGate
-from .errors import DEFAULT_HEADERS, APIError, error_body, invalid_request
-from .intake import Arrival, ReadBody, read_body, refuse
-from .providers import provider_prefixes, provider_routers
-from .responder import build_reply, offered_tools
+from ..providers import PROVIDERS
+from .errors import error_body, error_response
+from .intake import ReadBody, read_body, refuse
 from .state import (
     DEFAULT_MAX_BODY_BYTES,
     LIFETIME_DEFAULTS,
@@ -25,14 +24,7 @@ from .state import (
     FaultSpec,
     ScriptedResponse,
 )
-from .streaming import INVALID_BODY, RESET_MESSAGE, SSEResponse, message_events
-from .validation import validate_count_tokens, validate_messages
 
-MESSAGES_PATH = "/v1/messages"
-COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-API_PREFIX = "/v1/"
-"""The Messages API's paths: open to any SDK credentials, with or without a token."""
-RESET_WHILE_HELD = "The emulator was reset while this request was held."
 ADMIN_PREFIX = "/_emulator/"
 LOG_DROPPED_HEADER = "x-emulator-log-dropped"
 """On `GET /_emulator/requests`: how many logged requests the log's capacity dropped."""
@@ -105,19 +97,6 @@ async def _admin_body(state: EmulatorState, request: Request, model: type[_Body]
         raise RequestValidationError(exc.errors(include_url=False)) from None
 
 
-def _error_response(
-    status: int,
-    request_id: str,
-    message: str | None = None,
-    error_type: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    all_headers = {**DEFAULT_HEADERS.get(status, {}), **(headers or {}), "request-id": request_id}
-    return JSONResponse(
-        error_body(status, message, request_id, error_type), status_code=status, headers=all_headers
-    )
-
-
 def _validation_message(exc: RequestValidationError) -> str:
     """`loc: msg` of each pydantic error, joined: `count: Input should be greater than ...`."""
     parts = []
@@ -125,99 +104,6 @@ def _validation_message(exc: RequestValidationError) -> str:
         loc = ".".join(str(x) for x in error.get("loc", ()) if x != "body")
         parts.append(f"{loc}: {error.get('msg', 'invalid')}" if loc else str(error.get("msg")))
     return "; ".join(parts) or "Invalid request"
-
-
-async def _handle(
-    state: EmulatorState, request: Request, path: str
-) -> Response:  # one code path for both endpoints, so faults and logging behave the same
-    arrival = await Arrival.read(state, request, provider="anthropic", path=path)
-    request_id = arrival.request_id
-    if arrival.too_large:
-        # Answered before anything else, as Cloudflare answers it before the API (AD:api/errors).
-        return arrival.refuse(_error_response(413, request_id, error_type="request_too_large"))
-    body = arrival.body
-    stream = path == MESSAGES_PATH and isinstance(body, dict) and body.get("stream") is True
-    arrival.stream = stream
-    record = arrival.record
-
-    # Id, start time and fault follow arrival order; everything after the hold (validation,
-    # cache, script, log, reply) happens only on release, so a held request has not written
-    # the cache yet.
-    if not await arrival.admit(hold=path == MESSAGES_PATH):
-        # It belongs to the state before the reset: it touches nothing and is not logged.
-        return _error_response(500, request_id, RESET_WHILE_HELD)
-    fault = arrival.fault
-    if fault is not None and fault.effective_status != 200:
-        # A failed request never reaches the cache: the error is decided before any work.
-        status = fault.effective_status
-        record(status, None)
-        if fault.delay:
-            await asyncio.sleep(fault.delay)
-        return _error_response(status, request_id, fault.message, fault.error_type, fault.headers)
-    try:
-        if not arrival.parsed:
-            raise invalid_request("There was an error parsing the body as JSON")
-        if path == COUNT_TOKENS_PATH:
-            _, prepared = validate_count_tokens(
-                body, tool_prompt=state.tool_prompt, framing=state.framing
-            )
-        else:
-            _, prepared = validate_messages(
-                body, tool_prompt=state.tool_prompt, framing=state.framing
-            )
-    except APIError as exc:
-        record(exc.status, None)
-        return _error_response(exc.status, request_id, exc.message, exc.error_type)
-
-    extra_headers = {**(fault.headers if fault else {}), "request-id": request_id}
-    if path == COUNT_TOKENS_PATH:
-        record(200, None)
-        return JSONResponse({"input_tokens": prepared.total_tokens}, headers=extra_headers)
-
-    result = state.apply_cache(prepared, arrival.started_at)
-    # A pre-warm (max_tokens 0) produces nothing, so it leaves the script queue alone.
-    scripted = (
-        state.pop_response(str(body["model"]), offered_tools(body), arrival.headers)
-        if body["max_tokens"] > 0
-        else None
-    )
-    reply = build_reply(body, scripted, state.next_tool_use_id)
-    usage = result.usage.to_api(reply.output_tokens)
-    message = {
-        "id": state.next_message_id(),
-        "type": "message",
-        "role": "assistant",
-        "model": body["model"],
-        "content": reply.content,
-        "stop_reason": reply.stop_reason,
-        "stop_sequence": reply.stop_sequence,
-        "usage": usage,
-    }
-    record(200, usage)
-    delay = fault.delay if fault else 0.0
-    if stream:
-        error_event = None
-        if fault is not None and fault.error_event is not None:
-            error_event = {
-                "type": "error",
-                "error": {"type": fault.error_event, "message": fault.message or "Overloaded"},
-            }
-        return SSEResponse(
-            message_events(message),
-            headers=extra_headers,
-            delay=delay,
-            cut_after=fault.cut_after_events if fault else None,
-            abort=fault is not None and fault.cut_mode == "abort",
-            error_event=error_event,
-            kind=fault.kind if fault else None,
-        )
-    if delay:
-        await asyncio.sleep(delay)
-    if fault is not None and fault.kind == "reset":
-        raise ConnectionResetError(RESET_MESSAGE)
-    if fault is not None and fault.kind == "invalid-body":
-        return Response(INVALID_BODY, media_type="application/json", headers=extra_headers)
-    return JSONResponse(message, headers=extra_headers)
 
 
 def _admin_refusal(detail: str, scope: Scope) -> ASGIApp:
@@ -251,16 +137,8 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
         title="sessiongen Anthropic emulator", docs_url=None, redoc_url=None, openapi_url=None
     )
     app.state.emulator = emulator
-    for router in provider_routers(emulator):
-        app.include_router(router)
-
-    @app.post(MESSAGES_PATH)
-    async def messages(request: Request) -> Response:
-        return await _handle(emulator, request, MESSAGES_PATH)
-
-    @app.post(COUNT_TOKENS_PATH)
-    async def count_tokens(request: Request) -> Response:
-        return await _handle(emulator, request, COUNT_TOKENS_PATH)
+    for provider in PROVIDERS:
+        app.include_router(provider.part("emulator").router(emulator))
 
     @app.get("/_emulator/requests")
     async def requests(
@@ -385,13 +263,15 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
     async def http_error(request: Request, exc: HTTPException) -> Response:
         # Unknown paths and methods answer in the API's error shape too.
         request_id = emulator.next_request_id()
-        return _error_response(exc.status_code, request_id, str(exc.detail))
+        return error_response(exc.status_code, request_id, str(exc.detail))
 
     if token is not None:
-        # Deny by default: every path outside the providers' APIs (`/v1/...` and each
-        # provider module's `PATH_PREFIXES`), so all of `/_emulator/*` and any admin route
-        # added later, needs the token.
-        open_prefixes = (API_PREFIX, *provider_prefixes())
+        # Deny by default: every path outside the providers' APIs (each provider's
+        # `PATH_PREFIXES`), so all of `/_emulator/*` and any admin route added later, needs
+        # the token.
+        open_prefixes = tuple(
+            prefix for provider in PROVIDERS for prefix in provider.part("emulator").PATH_PREFIXES
+        )
         app.add_middleware(
             BearerGate,
             token=token,

@@ -15,16 +15,12 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import anthropic
-import httpx
 import httpx2
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from starlette.types import ASGIApp
 
-from .._choices import PROVIDERS as PROVIDERS
-from .._choices import Provider as Provider
-from ..llm.anthropic import AnthropicLLMClient
+from ..providers import PROVIDERS
 from .app import create_app
-from .server import BackgroundServer
 
 if TYPE_CHECKING:
     from ..llm._adapter import ProviderAdapter
@@ -74,7 +70,7 @@ def asgi_http(app: ASGIApp, base_url: str = EMULATOR_BASE_URL) -> httpx2.AsyncCl
 
 @contextlib.asynccontextmanager
 async def inprocess_llm(
-    provider: Provider,
+    provider: str,
     state: EmulatorState,
     *,
     max_retries: int = 0,
@@ -82,57 +78,23 @@ async def inprocess_llm(
     app: ASGIApp | None = None,
 ) -> AsyncIterator[ProviderAdapter]:
     """`provider`'s adapter on the emulator over `state`, through its official SDK, closed on
-    exit. In-process over an ASGI transport (`app`, by default `create_app(state)`), except
-    Bedrock: boto3 is synchronous, so it talks to a loopback `BackgroundServer` over the same
-    state, stopped on exit. `max_retries` is the adapter's (`ProviderAdapter`), 0 by default
+    exit, built by the provider's `connect` (its folder's emulator part): in-process over an
+    ASGI transport (`app`, by default `create_app(state)`), except Bedrock: boto3 is
+    synchronous, so it talks to a loopback `BackgroundServer` over the same state, stopped on
+    exit. An unknown provider is `UnknownProvider`, a `ValueError`. `max_retries` is the adapter's (`ProviderAdapter`), 0 by default
     so each call is one logged request."""
 
-    if provider not in PROVIDERS:
-        raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    entry = PROVIDERS[provider]
     app = app if app is not None else create_app(state)
     async with contextlib.AsyncExitStack() as stack:
-        adapter: ProviderAdapter
-        if provider == "anthropic":
-            adapter = AnthropicLLMClient(
-                api_key=api_key, http_client=asgi_http(app), max_retries=max_retries
-            )
-        elif provider == "openai":
-            # optional extra: openai is imported only when it is used
-            from ..llm.openai import OpenAILLMClient
-
-            adapter = OpenAILLMClient(
-                api_key=api_key,
-                base_url=f"{EMULATOR_BASE_URL}/v1",
-                http_client=asgi_http(app),
-                max_retries=max_retries,
-            )
-        elif provider == "gemini":
-            # optional extra: google-genai is imported only when it is used
-            from ..llm.gemini import GeminiLLMClient
-
-            # google-genai sends through httpx (not httpx2); the adapter does not close it.
-            http = await stack.enter_async_context(
-                httpx.AsyncClient(
-                    transport=httpx.ASGITransport(app=app), base_url=EMULATOR_BASE_URL
-                )
-            )
-            adapter = GeminiLLMClient(
-                api_key=api_key,
-                base_url=EMULATOR_BASE_URL,
-                http_client=http,
-                max_retries=max_retries,
-            )
-        else:
-            # optional extra: boto3 is imported only when it is used
-            from ..llm.bedrock import BedrockLLMClient
-
-            server = stack.enter_context(BackgroundServer(state))
-            adapter = BedrockLLMClient(
-                endpoint_url=server.url,
-                aws_access_key_id=api_key,
-                aws_secret_access_key=api_key,
-                max_retries=max_retries,
-            )
+        adapter: ProviderAdapter = await entry.part("emulator").connect(
+            app,
+            state,
+            stack,
+            base_url=EMULATOR_BASE_URL,
+            api_key=api_key,
+            max_retries=max_retries,
+        )
         async with adapter:
             yield adapter
 

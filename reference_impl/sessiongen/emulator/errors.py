@@ -7,7 +7,9 @@ from typing import Any
 
 # The status -> error type table (AD:api/errors) is the adapter's too, so it lives in the LLM
 # layer. 503 is not in Anthropic's table; error_type_for answers it as a generic api_error.
-from ..llm.anthropic_wire import ERROR_TYPES as ERROR_TYPES
+from fastapi.responses import JSONResponse
+
+from ..providers.anthropic.wire import ERROR_TYPES as ERROR_TYPES
 
 DEFAULT_MESSAGES: Mapping[int, str] = {
     400: "Invalid request",
@@ -64,3 +66,16 @@ class APIError(Exception):
 
 def invalid_request(message: str) -> APIError:
     return APIError(400, message, "invalid_request_error")
+
+
+def error_response(
+    status: int,
+    request_id: str,
+    message: str | None = None,
+    error_type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    all_headers = {**DEFAULT_HEADERS.get(status, {}), **(headers or {}), "request-id": request_id}
+    return JSONResponse(
+        error_body(status, message, request_id, error_type), status_code=status, headers=all_headers
+    )

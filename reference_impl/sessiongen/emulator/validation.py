@@ -10,7 +10,7 @@ from typing import Any
 from ..cache import CacheControlError, ModelInfo, PreparedRequest, flatten_request
 from ..cache.prefix import is_server_tool_result
 from ..catalog import UnknownModel, get_model, unknown_model_hint
-from ..tokens import (
+from ..providers.anthropic.counting import (
     compaction_trigger,
     forced_server_tool,
     model_positions,

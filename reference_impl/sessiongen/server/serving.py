@@ -42,10 +42,10 @@ from ..emulator import EmulatorState, VirtualClock
 from ..emulator.client import inprocess_llm
 from ..errors import InsufficientStorage
 from ..llm._adapter import DEFAULT_MAX_RETRIES
-from ..llm.anthropic import AnthropicLLMClient
 from ..model import Agent
 from ..plugins import PluginHost, load_plugins, request_hook
 from ..plugins.warming import WarmingPlugin
+from ..providers.anthropic.adapter import AnthropicLLMClient
 from ..sample import SAMPLE_AGENT
 from ..session.engine import SessionEngine
 from ..session.store import SessionStore

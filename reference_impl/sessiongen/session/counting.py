@@ -19,7 +19,6 @@ from operator import is_not
 
 from ..catalog import ModelInfo, UnknownModel, get_model
 from ..errors import ContextOverflow
-from ..llm import anthropic_wire
 from ..llm.types import Content, LLMMessage, LLMRequest, ToolCallContent
 from ..model import (
     AssistantMessage,
@@ -29,15 +28,10 @@ from ..model import (
     ToolCallPart,
     UserMessage,
 )
-from ..tokens import (
-    THINKING_KINDS,
-    count_model_body_tokens,
-    count_request_tokens,
-    count_text_tokens,
-    count_tool_call_tokens,
-    provider_of,
-    scale_tokens,
-)
+from ..providers import count_request_tokens, provider_of
+from ..providers.anthropic import wire as anthropic_wire
+from ..providers.anthropic.counting import count_model_body_tokens
+from ..tokens import THINKING_KINDS, count_text_tokens, count_tool_call_tokens, scale_tokens
 from .context import Snapshot
 from .transcript import block_count
 
@@ -69,10 +63,6 @@ def context_window(request: LLMRequest) -> int:
 # after the longest prefix it shares with one of them. Prefixes are compared by value (tuple
 # equality; CPython compares each pair by identity first, so an unchanged message costs a
 # pointer compare and a changed one is never taken for the old).
-
-_MESSAGES_LOWERING = frozenset({"anthropic", "bedrock"})
-"""The providers whose requests are counted as the Messages body, message by message; the
-others (OpenAI, Gemini) are lowered and counted whole."""
 
 _WHOLE_BODY_KEYS = frozenset({"model", "messages", "system", "tools"})
 """Provider options that rewrite these body fields make a request counted whole."""
@@ -125,7 +115,7 @@ class RequestCounter:
 
     def count(self, request: LLMRequest) -> int:
         """`count_request_tokens(request)`."""
-        if provider_of(request.model) not in _MESSAGES_LOWERING:
+        if not provider_of(request.model).messages_wire:  # OpenAI, Gemini: counted whole
             return count_request_tokens(request)
         options = request.provider_options.get("anthropic")
         if options is not None and (

@@ -18,11 +18,10 @@ from anthropic import (
 )
 from anthropic.types import RawMessageStreamEvent
 
-from ..errors import ProviderError, ProviderStreamInterrupted
-from ._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer
-from ._httpx_bridge import as_httpx2, base_url_of
-from .anthropic_wire import ERROR_TYPES, lower_request, usage_from_anthropic
-from .types import (
+from ...errors import ProviderError, ProviderStreamInterrupted
+from ...llm._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer
+from ...llm._httpx_bridge import as_httpx2, base_url_of
+from ...llm.types import (
     FinishEvent,
     FinishReason,
     LLMRequest,
@@ -35,6 +34,7 @@ from .types import (
     Usage,
     UsageEvent,
 )
+from .wire import ERROR_TYPES, lower_request, usage_from_anthropic
 
 __all__ = ["AnthropicLLMClient", "lower_request"]
 

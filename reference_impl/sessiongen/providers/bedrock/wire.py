@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..catalog import UnknownModel, get_model
-from ..errors import ContextOverflow, ProviderError, provider_error_for_status
-from .types import (
+from ...catalog import UnknownModel, get_model
+from ...errors import ContextOverflow, ProviderError, provider_error_for_status
+from ...llm.types import (
     CacheMark,
     FinishReason,
     LLMMessage,
@@ -27,7 +27,7 @@ from .types import (
     ToolResultContent,
     Usage,
 )
-from .wire_view import BlockKind, WireBlock, WireView, choice_or_default, split_setting
+from ...llm.wire_view import BlockKind, WireBlock, WireView, choice_or_default, split_setting
 
 __all__ = [
     "ERROR_STATUS",

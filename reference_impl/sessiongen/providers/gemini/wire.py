@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .types import (
+from ...llm.types import (
     LLMMessage,
     LLMRequest,
     ReasoningContent,
@@ -33,7 +33,7 @@ from .types import (
     ToolResultContent,
     Usage,
 )
-from .wire_view import BlockKind, WireBlock, WireView, choice_or_default, split_setting
+from ...llm.wire_view import BlockKind, WireBlock, WireView, choice_or_default, split_setting
 
 __all__ = [
     "ERROR_STATUSES",

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..catalog import UnknownModel, get_model
-from .types import LLMMessage, LLMRequest, ToolChoice, ToolResultContent, Usage
-from .wire_view import BlockKind, WireBlock, WireView, choice_or_default
+from ...catalog import UnknownModel, get_model
+from ...llm.types import LLMMessage, LLMRequest, ToolChoice, ToolResultContent, Usage
+from ...llm.wire_view import BlockKind, WireBlock, WireView, choice_or_default
 
 __all__ = [
     "ERRORS",

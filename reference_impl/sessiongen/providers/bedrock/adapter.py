@@ -12,10 +12,9 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ..errors import ProviderError, ProviderStreamInterrupted
-from ._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer, require
-from .bedrock_wire import FINISH_REASONS, error_status, lower_request, usage_from_bedrock
-from .types import (
+from ...errors import ProviderError, ProviderStreamInterrupted
+from ...llm._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer, require
+from ...llm.types import (
     FinishEvent,
     LLMRequest,
     LLMResponse,
@@ -26,6 +25,7 @@ from .types import (
     ToolCallEvent,
     UsageEvent,
 )
+from .wire import FINISH_REASONS, error_status, lower_request, usage_from_bedrock
 
 __all__ = ["SINGLE_ATTEMPT", "BedrockLLMClient", "lower_request"]
 

@@ -32,6 +32,7 @@ Unscripted, a request for `json_schema` output gets the smallest JSON its schema
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
@@ -40,6 +41,7 @@ from typing import Any, NamedTuple
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import ASGIApp
 
 from ...cache import (
     FlatBlock,
@@ -49,20 +51,16 @@ from ...cache import (
     get_model,
 )
 from ...catalog import unknown_model_hint
-from ...llm.openai_wire import CACHE_INCREMENT, error_type_for
-from ...tokens import (
-    canonical_json,
-    count_text_tokens,
-    count_tool_call_tokens,
-    forced_server_tool,
-    openai_chat_positions,
-    openai_responses_positions,
-    server_tool_refusal,
-)
-from ..boundary import CHAT, RESPONSES, Violation, first_error
-from ..intake import Arrival
-from ..responder import allowed_reply, default_text, fit, schema_instance
-from ..state import EmulatorState, ScriptedResponse
+from ...emulator.boundary import CHAT, RESPONSES, Violation, first_error
+from ...emulator.client import asgi_http
+from ...emulator.intake import Arrival
+from ...emulator.responder import allowed_reply, default_text, fit, schema_instance
+from ...emulator.state import EmulatorState, ScriptedResponse
+from ...llm._adapter import ProviderAdapter
+from ...tokens import canonical_json, count_text_tokens, count_tool_call_tokens
+from ..anthropic.counting import forced_server_tool, server_tool_refusal
+from .counting import openai_chat_positions, openai_responses_positions
+from .wire import CACHE_INCREMENT, error_type_for
 
 PATH_PREFIXES = ("/v1/chat/", "/v1/responses")
 CHAT_PATH = "/v1/chat/completions"
@@ -746,3 +744,29 @@ def router(state: EmulatorState) -> APIRouter:
         return await _handle(state, request, RESPONSES_PATH)
 
     return api
+
+
+def logged_blocks(body: Any, path: str | None, model: str) -> list[FlatBlock]:
+    """A logged Chat Completions or Responses body's cache positions."""
+    return flatten(body, path or CHAT_PATH)[0]
+
+
+async def connect(
+    app: ASGIApp,
+    state: EmulatorState,
+    stack: contextlib.AsyncExitStack,
+    *,
+    base_url: str,
+    api_key: str,
+    max_retries: int,
+) -> ProviderAdapter:
+    """The OpenAI adapter over the official SDK, sending to `app` in-process."""
+    # optional extra: openai is imported only when it is used
+    from .adapter import OpenAILLMClient
+
+    return OpenAILLMClient(
+        api_key=api_key,
+        base_url=f"{base_url}/v1",
+        http_client=asgi_http(app, base_url),
+        max_retries=max_retries,
+    )

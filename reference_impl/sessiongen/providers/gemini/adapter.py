@@ -13,10 +13,9 @@ from typing import Any, cast
 
 import httpx
 
-from ..errors import ProviderStreamInterrupted
-from ._adapter import FailureKind, ProviderAdapter, ProviderAnswer, require
-from .gemini_wire import FINISH_REASONS, encode_signature, lower_request, usage_from_gemini
-from .types import (
+from ...errors import ProviderStreamInterrupted
+from ...llm._adapter import FailureKind, ProviderAdapter, ProviderAnswer, require
+from ...llm.types import (
     FinishEvent,
     FinishReason,
     LLMRequest,
@@ -27,6 +26,7 @@ from .types import (
     ToolCallEvent,
     UsageEvent,
 )
+from .wire import FINISH_REASONS, encode_signature, lower_request, usage_from_gemini
 
 __all__ = ["GeminiLLMClient", "lower_request"]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import struct
 import zlib
@@ -22,16 +23,19 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import ASGIApp
 
-from ...cache import CacheUsage
+from ...cache import CacheUsage, FlatBlock, flatten_request
 from ...catalog import UnknownModel, get_model, unknown_model_hint
-from ...llm.bedrock_wire import CODE_FOR_STATUS
-from ..boundary import CONVERSE, first_error
-from ..errors import APIError
-from ..intake import Arrival
-from ..responder import build_reply, offered_tools
-from ..state import EmulatorState
-from ..validation import validate_messages
+from ...emulator.boundary import CONVERSE, first_error
+from ...emulator.errors import APIError
+from ...emulator.intake import Arrival
+from ...emulator.responder import build_reply, offered_tools
+from ...emulator.server import BackgroundServer
+from ...emulator.state import EmulatorState
+from ...emulator.validation import for_model, validate_messages
+from ...llm._adapter import ProviderAdapter
+from .wire import CODE_FOR_STATUS
 
 PATH_PREFIXES = ("/model/",)
 PROVIDER = "bedrock"
@@ -439,3 +443,32 @@ def router(state: EmulatorState) -> APIRouter:
         return await handle(state, request, model_id, stream=True)
 
     return api
+
+
+def logged_blocks(body: Any, path: str | None, model: str) -> list[FlatBlock]:
+    """A logged Converse body's cache positions: Claude's, as the Messages body it maps to."""
+    messages = to_messages_body(model, body)
+    return for_model(flatten_request(messages), messages).flat()
+
+
+async def connect(
+    app: ASGIApp,
+    state: EmulatorState,
+    stack: contextlib.AsyncExitStack,
+    *,
+    base_url: str,
+    api_key: str,
+    max_retries: int,
+) -> ProviderAdapter:
+    """The Bedrock adapter over boto3. boto3 is synchronous and sends only over a socket, so
+    it talks to a loopback `BackgroundServer` over the same state, stopped with `stack`."""
+    # optional extra: boto3 is imported only when it is used
+    from .adapter import BedrockLLMClient
+
+    server = stack.enter_context(BackgroundServer(state))
+    return BedrockLLMClient(
+        endpoint_url=server.url,
+        aws_access_key_id=api_key,
+        aws_secret_access_key=api_key,
+        max_retries=max_retries,
+    )

@@ -12,10 +12,9 @@ from typing import Any
 
 import httpx2
 
-from ..errors import ProviderError, ProviderStreamInterrupted
-from ._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer, require
-from .openai_wire import CONTEXT_LENGTH_CODE, lower_request, usage_from_openai
-from .types import (
+from ...errors import ProviderError, ProviderStreamInterrupted
+from ...llm._adapter import Call, FailureKind, ProviderAdapter, ProviderAnswer, require
+from ...llm.types import (
     FinishEvent,
     FinishReason,
     LLMRequest,
@@ -25,6 +24,7 @@ from .types import (
     ToolCallEvent,
     UsageEvent,
 )
+from .wire import CONTEXT_LENGTH_CODE, lower_request, usage_from_openai
 
 __all__ = ["OpenAILLMClient"]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .types import (
+from ...llm.types import (
     CacheMark,
     LLMMessage,
     LLMRequest,
@@ -25,7 +25,7 @@ from .types import (
     ToolResultContent,
     Usage,
 )
-from .wire_view import BlockKind, WireBlock, WireView, choice_or_default
+from ...llm.wire_view import BlockKind, WireBlock, WireView, choice_or_default
 
 __all__ = ["ERROR_TYPES", "lower_request", "usage_from_anthropic", "wire_view"]
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -33,19 +34,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...cache import FlatBlock, ImplicitRule
 from ...catalog import ModelInfo, UnknownModel, get_model, unknown_model_hint
-from ...llm.gemini_wire import ERROR_STATUSES, camel_case_body
-from ...tokens import canonical_json, declarations_of, gemini_positions
-from ..boundary import CACHED_CONTENT, GENERATE, first_error
-from ..intake import Arrival
-from ..responder import THINKING_SIGNATURE, build_reply, schema_instance
-from ..state import EmulatorState, FaultSpec, ScriptedResponse
+from ...emulator.boundary import CACHED_CONTENT, GENERATE, first_error
+from ...emulator.intake import Arrival
+from ...emulator.responder import THINKING_SIGNATURE, build_reply, schema_instance
+from ...emulator.state import EmulatorState, FaultSpec, ScriptedResponse
+from ...llm._adapter import ProviderAdapter
+from ...tokens import canonical_json
+from .counting import declarations_of, gemini_positions
+from .wire import ERROR_STATUSES, camel_case_body
 
 PATH_PREFIXES = ("/v1beta/",)
 PROVIDER = "gemini"
@@ -760,3 +764,30 @@ def router(state: EmulatorState) -> APIRouter:
             return await _not_found(state, request)
 
     return api
+
+
+def logged_blocks(body: Any, path: str | None, model: str) -> list[FlatBlock]:
+    """A logged generateContent body's cache positions."""
+    return flatten(body, declarations_of(body), model)
+
+
+async def connect(
+    app: ASGIApp,
+    state: EmulatorState,
+    stack: contextlib.AsyncExitStack,
+    *,
+    base_url: str,
+    api_key: str,
+    max_retries: int,
+) -> ProviderAdapter:
+    """The Gemini adapter over the official SDK, sending to `app` in-process."""
+    # optional extra: google-genai is imported only when it is used
+    from .adapter import GeminiLLMClient
+
+    # google-genai sends through httpx (not httpx2); the adapter does not close it.
+    http = await stack.enter_async_context(
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
+    )
+    return GeminiLLMClient(
+        api_key=api_key, base_url=base_url, http_client=http, max_retries=max_retries
+    )

@@ -27,9 +27,7 @@ class Row:
     usage: LoggedUsage
 
 
-async def run_demo(
-    database: Path | str = ":memory:", provider: str = "anthropic"
-) -> list[Row]:
+async def run_demo(database: Path | str = ":memory:", provider: str = "anthropic") -> list[Row]:
     """Run the demo in a temporary workspace (removed after) through `provider`'s official
     SDK and return one row per request the emulator logged."""
     async with emulator_lab(database=database, provider=provider) as lab:

@@ -1,7 +1,7 @@
 """Trace replay speed against the emulator over the official SDK, and the warming table.
 
 1. Speed: the replay of the Mooncake conversation trace's first half (aligned to prompts by
-   the importer, `warming.mooncake.align_to_prompts`) under each policy, best of `--repeats`
+   the importer, `warming.traces.mooncake.align_to_prompts`) under each policy, best of `--repeats`
    runs. Then the
    first `--sample` requests go through `anthropic.AsyncAnthropic` to the in-process
    emulator (ASGI transport, virtual clock and scripted outputs set in process) under the
@@ -34,18 +34,18 @@ import httpx2
 from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.emulator.state import ScriptedResponse
 from sessiongen.warming import policies
-from sessiongen.warming.formats import load_trace
-from sessiongen.warming.generator import generate_sessions
-from sessiongen.warming.mooncake import shared_mooncake_dir
-from sessiongen.warming.offline_optimum import lower_bound, optimum
-from sessiongen.warming.trace_replay import (
+from sessiongen.warming.policies.trace_replay import (
     PreparedTrace,
     ReplayResult,
     prepare,
     replay,
     replay_through_client,
 )
+from sessiongen.warming.study.offline_optimum import lower_bound, optimum
 from sessiongen.warming.traces import Trace
+from sessiongen.warming.traces.formats import load_trace
+from sessiongen.warming.traces.generator import generate_sessions
+from sessiongen.warming.traces.mooncake import shared_mooncake_dir
 
 MODEL = "claude-sonnet-4-6"
 MOONCAKE = shared_mooncake_dir() / "conversation_trace_first_half.jsonl"

@@ -2,7 +2,7 @@
 
 Each trace is split by session in time order (`Trace.split`), the learning policies fit on
 the first half of the requests, and every reference policy is priced on the rest against
-that part's offline optimum (`warming.report.compare_held_back`, what `sessiongen experiment
+that part's offline optimum (`warming.study.report.compare_held_back`, what `sessiongen experiment
 warming` prints). The traces: the Mooncake conversation trace's first half and its synthetic
 trace (from ../shared/data/mooncake when present), the generator at seeds 0-9 with 20
 sessions, and the committed real coding-agent logs (tests/warming/fixtures/real, one trace
@@ -25,11 +25,11 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from sessiongen.warming.formats import TraceFormat, load_trace
-from sessiongen.warming.generator import generate_sessions
-from sessiongen.warming.mooncake import shared_mooncake_dir
-from sessiongen.warming.report import compare_held_back
+from sessiongen.warming.study.report import compare_held_back
 from sessiongen.warming.traces import Trace
+from sessiongen.warming.traces.formats import TraceFormat, load_trace
+from sessiongen.warming.traces.generator import generate_sessions
+from sessiongen.warming.traces.mooncake import shared_mooncake_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/warming/fixtures/real"

@@ -35,13 +35,13 @@ from typing import Any
 
 from sessiongen.cache import get_model
 from sessiongen.warming import policies
-from sessiongen.warming.formats import load_trace
-from sessiongen.warming.generator import generate_sessions
-from sessiongen.warming.mooncake import shared_mooncake_dir
-from sessiongen.warming.offline_optimum import optimum
-from sessiongen.warming.shards import replay_policies
-from sessiongen.warming.trace_replay import PreparedTrace, prepare, replay
+from sessiongen.warming.policies.trace_replay import PreparedTrace, prepare, replay
+from sessiongen.warming.study.offline_optimum import optimum
+from sessiongen.warming.study.shards import replay_policies
 from sessiongen.warming.traces import Trace
+from sessiongen.warming.traces.formats import load_trace
+from sessiongen.warming.traces.generator import generate_sessions
+from sessiongen.warming.traces.mooncake import shared_mooncake_dir
 
 MODEL = "claude-sonnet-4-6"
 MOONCAKE = shared_mooncake_dir() / "conversation_trace_first_half.jsonl"

@@ -9,7 +9,7 @@ data, so there the stored outputs are checked.
 from __future__ import annotations
 
 import pytest
-from sessiongen.warming.mooncake import shared_mooncake_dir
+from sessiongen.warming.traces.mooncake import shared_mooncake_dir
 
 NEEDS_MOONCAKE = ("03-cache-ttl-warming.ipynb",)
 TRACES = ("conversation_trace_first_half.jsonl", "synthetic_trace.jsonl")

@@ -28,10 +28,15 @@ async def test_demo_reads_back_the_prefix_each_turn_wrote(tmp_path: Path) -> Non
         "generate",
     ]
     first = rows[0].usage
-    assert first.read == 0 and first.write_5m > 1024  # the prefix passes the minimum
+    assert (
+        first.cache_read_tokens == 0 and first.cache_write_5m_tokens > 1024
+    )  # the prefix passes the minimum
     for previous, current in zip(rows, rows[1:], strict=False):
-        assert current.usage.read == previous.usage.read + previous.usage.write_5m
-        assert current.usage.write_5m > 0
+        assert (
+            current.usage.cache_read_tokens
+            == previous.usage.cache_read_tokens + previous.usage.cache_write_5m_tokens
+        )
+        assert current.usage.cache_write_5m_tokens > 0
 
 
 def test_demo_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,10 +164,10 @@ def test_serve_runs_a_saved_warming_policy(monkeypatch: pytest.MonkeyPatch, tmp_
     --save-policy` wrote, loaded as it was fitted."""
 
     from sessiongen import cli
-    from sessiongen.warming.generator import generate_sessions
     from sessiongen.warming.keeper import FromPolicy
     from sessiongen.warming.policies import Tracking
-    from sessiongen.warming.saved import policy_document, save_policy
+    from sessiongen.warming.policies.saved import policy_document, save_policy
+    from sessiongen.warming.traces.generator import generate_sessions
 
     fitted = Tracking().fit(generate_sessions(4, seed=2))
     path = save_policy(fitted, tmp_path / "policy.json")

@@ -9,18 +9,26 @@ from typing import Any
 
 import pytest
 from sessiongen.cli import main
-from sessiongen.lab import PROVIDER_MODELS, SDKS, LoggedUsage, Provider, emulator_lab
+from sessiongen.lab import PROVIDER_MODELS, SDKS, Provider, emulator_lab, logged_usage
+from sessiongen.llm.types import Usage
 
 OPERATIONS = ["turn 1 step 1", "turn 1 step 2", "turn 2 step 1", "turn 3 step 1", "generate"]
 ROW = re.compile(r"^\s*(\d+)  (.{16})\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$")
 
 
-def _rows(out: str) -> list[tuple[str, LoggedUsage]]:
+def _rows(out: str) -> list[tuple[str, Usage]]:
     rows = []
     for line in out.splitlines():
         if match := ROW.match(line):
             numbers = [int(n) for n in match.groups()[2:]]
-            usage = LoggedUsage(*numbers[1:])  # uncached, write 5m, write 1h, read, output
+            uncached, write_5m, write_1h, read, output = numbers[1:]
+            usage = Usage(
+                input_tokens=uncached,
+                cache_write_5m_tokens=write_5m,
+                cache_write_1h_tokens=write_1h,
+                cache_read_tokens=read,
+                output_tokens=output,
+            )
             rows.append((match.group(2).strip(), usage))
     return rows
 
@@ -36,20 +44,22 @@ def test_demo_runs_through_each_provider(
     rows = _rows(out)
     assert [op for op, _ in rows] == OPERATIONS  # one row per request, the tool step included
     first, generate = rows[0][1], rows[-1][1]
-    assert first.read == 0 and all(u.output > 0 for _, u in rows)
+    assert first.cache_read_tokens == 0 and all(u.output_tokens > 0 for _, u in rows)
     # The sample prompt (~1,400-1,550 tokens) passes each chosen model's minimum (1,024), so
     # every request after the first reads the cache, the generate included.
-    assert all(u.read > 0 for _, u in rows[1:]) and generate.read > 0
+    assert all(u.cache_read_tokens > 0 for _, u in rows[1:]) and generate.cache_read_tokens > 0
     if provider in ("anthropic", "bedrock"):  # explicit breakpoints: writes, then reads back
-        assert first.write_5m > 1024 and first.uncached == 0
-        assert generate.read == sum(u.write_5m for _, u in rows[:-1])
+        assert first.cache_write_5m_tokens > 1024 and first.input_tokens == 0
+        assert generate.cache_read_tokens == sum(u.cache_write_5m_tokens for _, u in rows[:-1])
     else:  # automatic / implicit caching: no cache-write counts at all
-        assert all(u.write_5m == u.write_1h == 0 for _, u in rows)
-        assert first.uncached > 1024
+        assert all(u.cache_write_5m_tokens == u.cache_write_1h_tokens == 0 for _, u in rows)
+        assert first.input_tokens > 1024
     if provider == "openai":  # the cached prefix is rounded down to a multiple of 128
-        assert all(u.read % 128 == 0 for _, u in rows)
+        assert all(u.cache_read_tokens % 128 == 0 for _, u in rows)
     if provider == "gemini":  # implicit caching reads the whole prompt the last request sent
-        assert generate.read == rows[-2][1].read + rows[-2][1].uncached
+        assert (
+            generate.cache_read_tokens == rows[-2][1].cache_read_tokens + rows[-2][1].input_tokens
+        )
 
 
 def test_demo_refuses_an_unknown_provider_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,7 +76,13 @@ def test_demo_refuses_an_unknown_provider_in_one_line(capsys: pytest.CaptureFixt
     [
         (
             {"usage": {"input_tokens": 3, "output_tokens": 5, "cache_read_input_tokens": 7}},
-            LoggedUsage(uncached=3, write_5m=0, write_1h=0, read=7, output=5),
+            Usage(
+                input_tokens=3,
+                cache_write_5m_tokens=0,
+                cache_write_1h_tokens=0,
+                cache_read_tokens=7,
+                output_tokens=5,
+            ),
         ),
         (
             {
@@ -83,7 +99,13 @@ def test_demo_refuses_an_unknown_provider_in_one_line(capsys: pytest.CaptureFixt
                     ],
                 },
             },
-            LoggedUsage(uncached=3, write_5m=5, write_1h=10, read=7, output=5),
+            Usage(
+                input_tokens=3,
+                cache_write_5m_tokens=5,
+                cache_write_1h_tokens=10,
+                cache_read_tokens=7,
+                output_tokens=5,
+            ),
         ),
         (
             {
@@ -94,7 +116,13 @@ def test_demo_refuses_an_unknown_provider_in_one_line(capsys: pytest.CaptureFixt
                     "prompt_tokens_details": {"cached_tokens": 1280},
                 },
             },
-            LoggedUsage(uncached=20, write_5m=0, write_1h=0, read=1280, output=5),
+            Usage(
+                input_tokens=20,
+                cache_write_5m_tokens=0,
+                cache_write_1h_tokens=0,
+                cache_read_tokens=1280,
+                output_tokens=5,
+            ),
         ),
         (
             {
@@ -105,7 +133,13 @@ def test_demo_refuses_an_unknown_provider_in_one_line(capsys: pytest.CaptureFixt
                     "input_tokens_details": {"cached_tokens": 1152},
                 },
             },
-            LoggedUsage(uncached=148, write_5m=0, write_1h=0, read=1152, output=5),
+            Usage(
+                input_tokens=148,
+                cache_write_5m_tokens=0,
+                cache_write_1h_tokens=0,
+                cache_read_tokens=1152,
+                output_tokens=5,
+            ),
         ),
         (
             {
@@ -117,18 +151,22 @@ def test_demo_refuses_an_unknown_provider_in_one_line(capsys: pytest.CaptureFixt
                     "thoughtsTokenCount": 2,
                 },
             },
-            LoggedUsage(uncached=200, write_5m=0, write_1h=0, read=1100, output=7),
+            Usage(
+                input_tokens=200,
+                cache_write_5m_tokens=0,
+                cache_write_1h_tokens=0,
+                cache_read_tokens=1100,
+                output_tokens=7,
+            ),
         ),
         *(
-            ({"provider": p, "status": 529, "usage": None}, LoggedUsage(0, 0, 0, 0, 0))
+            ({"provider": p, "status": 529, "usage": None}, Usage())
             for p in ("anthropic", "bedrock", "openai", "gemini")
         ),
     ],
 )
-def test_logged_usage_reads_each_providers_shape(
-    entry: dict[str, Any], expected: LoggedUsage
-) -> None:
-    assert LoggedUsage.of(entry) == expected
+def test_logged_usage_reads_each_providers_shape(entry: dict[str, Any], expected: Usage) -> None:
+    assert logged_usage(entry) == expected
 
 
 @pytest.mark.parametrize("provider", ["bedrock", "openai", "gemini"])
@@ -142,7 +180,9 @@ async def test_a_provider_lab_keeps_the_helpers(provider: Provider) -> None:
         await lab.engine.generate(session.id, "Title?")
         assert [r["provider"] for r in lab.requests()] == [provider, provider]
         assert lab.requests()[-1]["started_at"] == 3700.0
-        assert lab.last_usage().read == 0 and lab.last_usage().output > 0  # a miss
+        assert (
+            lab.last_usage().cache_read_tokens == 0 and lab.last_usage().output_tokens > 0
+        )  # a miss
         assert (await lab.admin.get("/_emulator/clock")).json() == {"now": 3700.0}
 
 

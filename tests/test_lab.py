@@ -24,11 +24,11 @@ async def test_advance_without_await_moves_the_clock_past_the_cache_ttl() -> Non
     async with emulator_lab() as lab:
         session = lab.engine.create_session("forge", workspace=lab.workspace)
         await lab.engine.run(session.id, "Hello.")
-        assert lab.last_usage().write_5m > 0
+        assert lab.last_usage().cache_write_5m_tokens > 0
         lab.advance_by(400)  # deliberately no await: the 5-minute entries must expire anyway
         await lab.engine.run(session.id, "Hello again.")
         assert lab.requests()[-1]["started_at"] == 400.0
-        assert lab.last_usage().read == 0  # a miss: the prefix is written again
+        assert lab.last_usage().cache_read_tokens == 0  # a miss: the prefix is written again
 
 
 async def test_the_helpers_and_the_admin_api_see_the_same_emulator() -> None:

@@ -499,7 +499,7 @@ def test_agreement_compares_shares_of_the_input() -> None:
 def test_a_real_endpoint_is_waited_for_from_the_first_request_on() -> None:
     """Against anything but an emulator the waits are sleeps until each request's time on
     the timeline, counted from the first request, so the requests' latency does not add up."""
-    from sessiongen._probe import WallClock
+    from sessiongen._probe import WallPacer
 
     now = [100.0]
     slept: list[float] = []
@@ -509,7 +509,7 @@ def test_a_real_endpoint_is_waited_for_from_the_first_request_on() -> None:
         slept.append(seconds)
         now[0] += seconds
 
-    clock = WallClock(said.append, sleep=sleep, monotonic=lambda: now[0])
+    clock = WallPacer(said.append, sleep=sleep, monotonic=lambda: now[0])
     the_plan = plan("gpt-5-mini", "00000000", with_ttl=True)
     for p, s in the_plan.order:
         clock.until(the_plan.probes[p].steps[s].at)

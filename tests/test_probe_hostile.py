@@ -27,9 +27,9 @@ from .reliability._figures import record
 
 SECRET = "sk-hostile-test-key-0123456789"
 TIMEOUT = 2
+"""The probes' `--timeout` here, in seconds."""
 ANSWERED_WITHIN = 20
 """The probes' `--timeout` where every server answers at once (malformed, not slow)."""
-"""The probes' `--timeout` here, in seconds."""
 BOUND = 30.0
 """However loaded the machine, a probe against a silent or dripping endpoint ends by then."""
 ADMIN = "/_emulator"

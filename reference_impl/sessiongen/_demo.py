@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .lab import LoggedUsage, emulator_lab
+from .lab import emulator_lab, logged_usage
+from .llm.types import Usage
 from .providers import PROVIDERS
 from .sample import SAMPLE_AGENT
 
@@ -24,7 +25,7 @@ class Row:
     request: int
     operation: str
     at: float
-    usage: LoggedUsage
+    usage: Usage
 
 
 async def run_demo(database: Path | str = ":memory:", provider: str = "anthropic") -> list[Row]:
@@ -51,7 +52,7 @@ async def run_demo(database: Path | str = ":memory:", provider: str = "anthropic
         operations.append("generate")
         logged = lab.requests()
     return [
-        Row(i, op, float(entry["started_at"]), LoggedUsage.of(entry))
+        Row(i, op, float(entry["started_at"]), logged_usage(entry))
         for i, (op, entry) in enumerate(zip(operations, logged, strict=True), start=1)
     ]
 
@@ -65,8 +66,9 @@ def format_table(rows: list[Row]) -> str:
     for r in rows:
         u = r.usage
         lines.append(
-            f"{r.request:>2}  {r.operation:<16}{r.at:>7.0f}{u.uncached:>10}{u.write_5m:>10}"
-            f"{u.write_1h:>10}{u.read:>8}{u.output:>8}"
+            f"{r.request:>2}  {r.operation:<16}{r.at:>7.0f}{u.input_tokens:>10}"
+            f"{u.cache_write_5m_tokens:>10}{u.cache_write_1h_tokens:>10}"
+            f"{u.cache_read_tokens:>8}{u.output_tokens:>8}"
         )
     return "\n".join(lines)
 

@@ -307,12 +307,12 @@ class ProbeResult:
 # --- endpoints -----------------------------------------------------------------------------
 
 
-class Clock(Protocol):
+class Pacer(Protocol):
     def until(self, at: float) -> None:
         """Return at `at` seconds from the run's start (by this endpoint's time)."""
 
 
-class VirtualClock:
+class VirtualPacer:
     """Moves an emulator's virtual clock by each wait: `advance(seconds)`."""
 
     def __init__(self, advance: Callable[[float], object]) -> None:
@@ -325,7 +325,7 @@ class VirtualClock:
             self._now = at
 
 
-class WallClock:
+class WallPacer:
     """Sleeps until `at` seconds after the first request (so the requests' own latency does
     not add up), saying so through `say`."""
 
@@ -865,7 +865,7 @@ def available_lifetime(model: str, lifetime: Lifetime) -> Lifetime:
 
 
 def run_plan(
-    the_plan: Plan, driver: Driver, clock: Clock, *, keep_going: bool = False
+    the_plan: Plan, driver: Driver, clock: Pacer, *, keep_going: bool = False
 ) -> dict[tuple[int, int], Usage | str]:
     """Send every request in timeline order, waiting on `clock` before each. With
     `keep_going`, a request that fails (`RequestFailed`) is recorded as its error message and
@@ -908,7 +908,7 @@ def predict(provider: Provider, the_plan: Plan) -> dict[tuple[int, int], Usage]:
         stack.callback(guard.close)
         driver = make_driver(provider, server.url, None, emulator=True, guard=guard)
         stack.callback(driver.close)
-        usages = run_plan(the_plan, driver, VirtualClock(state.clock.advance))
+        usages = run_plan(the_plan, driver, VirtualPacer(state.clock.advance))
     return {key: usage for key, usage in usages.items() if isinstance(usage, Usage)}
 
 
@@ -971,9 +971,9 @@ def run(
         stack.callback(guard.close)
         admin = detect_emulator(base_url, emulator_token, guard) if base_url is not None else None
         if admin is not None:
-            clock: Clock = VirtualClock(lambda seconds: _advance(guard, admin, seconds))
+            clock: Pacer = VirtualPacer(lambda seconds: _advance(guard, admin, seconds))
         else:
-            clock = WallClock(_say)
+            clock = WallPacer(_say)
         driver = make_driver(provider, base_url, api_key, emulator=admin is not None, guard=guard)
         stack.callback(driver.close)
         where = base_url or "the SDK's default endpoint"

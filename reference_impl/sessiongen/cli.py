@@ -26,7 +26,7 @@ from ._choices import TRACE_FORMATS as FORMATS
 if TYPE_CHECKING:
     from .lab import Provider as LabProvider
     from .server.serving import Provider
-    from .warming.experiment import ExperimentResult
+    from .warming.study.experiment import ExperimentResult
     from .warming.traces import Trace
 
 PORTS = range(1, 65536)
@@ -739,7 +739,7 @@ def _serve(
     from .plugins import PluginLoadError
     from .server.serving import InsecureBind, check_bind, serve
     from .warming.keeper import FromPolicy, KeeperPolicy
-    from .warming.saved import PolicyFileError, load_policy
+    from .warming.policies.saved import PolicyFileError, load_policy
 
     try:
         check_bind(host, token)
@@ -779,11 +779,11 @@ def _load(trace_path: Path | None, format: str, sessions: int | None, seed: int 
     """The trace from the file, or generated; load errors propagate to the caller."""
     if trace_path is None:
         # startup: the command line loads only what the command it runs needs
-        from .warming.generator import generate_sessions
+        from .warming.traces.generator import generate_sessions
 
         return generate_sessions(sessions or 0, seed if seed is not None else 0)
     # startup: the command line loads only what the command it runs needs
-    from .warming.formats import TraceFormat, load_trace
+    from .warming.traces.formats import TraceFormat, load_trace
 
     return load_trace(trace_path, cast(TraceFormat, format))  # argparse checked the choice
 
@@ -804,10 +804,10 @@ def _warming_experiment(
 
     # startup: the command line loads only what the command it runs needs
     from ._progress import progress_bar
-    from .warming.events import ParquetUnavailable
-    from .warming.experiment import experiment_steps, run_warming_experiment
-    from .warming.formats import article
-    from .warming.plots import PlotsUnavailable, require_matplotlib
+    from .warming.study.experiment import experiment_steps, run_warming_experiment
+    from .warming.study.plots import PlotsUnavailable, require_matplotlib
+    from .warming.traces.events import ParquetUnavailable
+    from .warming.traces.formats import article
 
     errors = Console(stderr=True)
     where = trace_path if trace_path is not None else "the generated trace"

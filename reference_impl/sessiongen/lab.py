@@ -48,44 +48,11 @@ SDKS: Mapping[str, str] = REGISTRY.column("sdk_label")
 """The official SDK each provider's lab talks through."""
 
 
-@dataclass(frozen=True)
-class LoggedUsage:
-    """One logged emulator request's usage, flattened for tables."""
-
-    uncached: int
-    write_5m: int
-    write_1h: int
-    read: int
-    output: int
-
-    @property
-    def usage(self) -> Usage:
-        """The same counts as the LLM layer's `Usage`, which defines their totals."""
-        return Usage(
-            input_tokens=self.uncached,
-            output_tokens=self.output,
-            cache_read_tokens=self.read,
-            cache_write_5m_tokens=self.write_5m,
-            cache_write_1h_tokens=self.write_1h,
-        )
-
-    @property
-    def total_input(self) -> int:
-        return self.usage.total_input_tokens
-
-    @staticmethod
-    def of(logged: dict[str, Any]) -> LoggedUsage:
-        """Read the usage in the shape of the provider the request came in on (the log's
-        `provider`; Anthropic when absent). A failed request is logged without usage: it
-        counts as no tokens at all."""
-        usage = REGISTRY[logged.get("provider") or "anthropic"].usage(logged.get("usage") or {})
-        return LoggedUsage(
-            uncached=usage.input_tokens,
-            write_5m=usage.cache_write_5m_tokens,
-            write_1h=usage.cache_write_1h_tokens,
-            read=usage.cache_read_tokens,
-            output=usage.output_tokens,
-        )
+def logged_usage(logged: Mapping[str, Any]) -> Usage:
+    """One logged emulator request's usage, read in the shape of the provider it came in on
+    (the log's `provider`; Anthropic when absent) as the one `Usage`. A failed request is
+    logged without usage: it counts as no tokens at all."""
+    return REGISTRY[logged.get("provider") or "anthropic"].usage(logged.get("usage") or {})
 
 
 @dataclass
@@ -105,8 +72,8 @@ class EmulatorLab:
         """Every request the emulator received, in order (copies)."""
         return self.emulator.requests()
 
-    def last_usage(self) -> LoggedUsage:
-        return LoggedUsage.of(self.requests()[-1])
+    def last_usage(self) -> Usage:
+        return logged_usage(self.requests()[-1])
 
     def script(self, *responses: dict[str, Any]) -> None:
         """Queue the next replies; validated as `POST /_emulator/script` validates them."""

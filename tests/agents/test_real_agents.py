@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sessiongen.agents import CLIENTS, agents_dir, load_scenario, run_scenario
 from sessiongen.agents.clients import ClientName
-from sessiongen.warming.events import load_events
+from sessiongen.warming.traces.events import load_events
 
 REQUIRED = os.environ.get("SESSIONGEN_REQUIRE_AGENTS") == "1"
 SESSION_HEADERS = {

@@ -7,7 +7,7 @@ from typing import Any
 import anthropic
 import pytest
 from sessiongen.cache import CacheUsage, token_counts
-from sessiongen.lab import LoggedUsage
+from sessiongen.lab import logged_usage
 from sessiongen.llm.types import Usage
 from sessiongen.providers.anthropic.wire import usage_from_anthropic
 
@@ -105,12 +105,13 @@ def test_pricing_reads_a_cache_usage_with_its_ttl_split() -> None:
 
 
 def test_logged_usage_reads_by_the_rule() -> None:
-    assert LoggedUsage.of({"usage": DOCS_EXAMPLE}) == LoggedUsage(2048, 148, 100, 1800, 503)
-    assert LoggedUsage.of({"usage": LEGACY}) == LoggedUsage(3, 50, 0, 0, 1)
-    assert LoggedUsage.of({"usage": None}) == LoggedUsage(0, 0, 0, 0, 0)
+    assert logged_usage({"usage": DOCS_EXAMPLE}) == DOCS_COUNTS
+    assert logged_usage({"usage": LEGACY}) == Usage(
+        input_tokens=3, cache_write_5m_tokens=50, output_tokens=1
+    )
+    assert logged_usage({"usage": None}) == Usage()
 
 
 def test_logged_usage_total_input_is_the_llm_layers() -> None:
-    logged = LoggedUsage.of({"usage": DOCS_EXAMPLE})
-    assert logged.usage == DOCS_COUNTS
-    assert logged.total_input == DOCS_COUNTS.total_input_tokens == 2048 + 1800 + 148 + 100
+    logged = logged_usage({"usage": DOCS_EXAMPLE})
+    assert logged.total_input_tokens == 2048 + 1800 + 148 + 100

@@ -32,13 +32,18 @@ async def test_the_plugin_keeps_a_session_warm_on_the_virtual_clock(lab: Emulato
     pings = await warming.keeper.advance_to(20 * 60)
     assert engine.store.dump() == before  # booked in the ledger, never in the store
     assert [p.at for p in pings] == [295.0, 590.0, 885.0, 1180.0] and all(p.hit for p in pings)
-    assert pings[0].usage.cache_read_tokens == written.read + written.write_5m
+    assert (
+        pings[0].usage.cache_read_tokens
+        == written.cache_read_tokens + written.cache_write_5m_tokens
+    )
     assert [r["body"]["max_tokens"] for r in lab.requests()[1:]] == [0] * 4
     assert warming.keeper.ledger.entries == pings
 
     await turn(lab, engine, host, sid)  # turn_settled restarts the schedule from this turn
     last = pings[-1].usage
-    assert lab.last_usage().read == last.cache_read_tokens + last.cache_write_tokens > 0
+    assert (
+        lab.last_usage().cache_read_tokens == last.cache_read_tokens + last.cache_write_tokens > 0
+    )
     assert warming.keeper.schedule(sid) == 1200 + 295
 
 

@@ -18,8 +18,8 @@ from sessiongen._probe import Prompt, make_driver
 from sessiongen.catalog import ModelInfo, added_model
 from sessiongen.emulator import BackgroundServer, EmulatorState
 from sessiongen.emulator.client import inprocess_llm
-from sessiongen.lab import PROVIDER_MODELS, SDKS, LoggedUsage
-from sessiongen.llm.types import LLMMessage, LLMRequest, SystemPart, TextContent
+from sessiongen.lab import PROVIDER_MODELS, SDKS, logged_usage
+from sessiongen.llm.types import LLMMessage, LLMRequest, SystemPart, TextContent, Usage
 from sessiongen.parity import WireRequest
 from sessiongen.providers import PARTS, PROVIDERS, count_request_tokens
 from sessiongen.session.counting import RequestCounter
@@ -273,9 +273,9 @@ async def test_the_lab_and_the_demo_run_on_a_fifth_provider(acme: ModuleType) ->
     assert PROVIDER_MODELS["acme"] == "acme-1" and SDKS["acme"] == "httpx2 (acme)"
     rows = await run_demo(provider="acme")
     assert [row.operation for row in rows][-1] == "generate" and len(rows) >= 4
-    assert all(row.usage.output == 2 and row.usage.uncached > 0 for row in rows)
-    assert LoggedUsage.of({"provider": "acme", "usage": {"prompt": 7, "completion": 1}}) == (
-        LoggedUsage(uncached=7, write_5m=0, write_1h=0, read=0, output=1)
+    assert all(row.usage.output_tokens == 2 and row.usage.input_tokens > 0 for row in rows)
+    assert logged_usage({"provider": "acme", "usage": {"prompt": 7, "completion": 1}}) == (
+        Usage(input_tokens=7, output_tokens=1)
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from sessiongen import SessionEngine, SessionStore
-from sessiongen.lab import LoggedUsage, write_workspace
+from sessiongen.lab import logged_usage, write_workspace
 from sessiongen.model import (
     AssistantMessage,
     SessionCreated,
@@ -164,7 +164,7 @@ async def _run(workers: list[Worker], emulator: ToolEmulator, db: Path) -> dict[
         and not latest_user_text(r["body"]).startswith(GENERATE_MARK)
     ]  # fmt: skip
     assert len(steps_logged) == DRAIN_STEPS
-    assert sum((LoggedUsage.of(r).usage for r in steps_logged), start=Usage()) == total
+    assert sum((logged_usage(r) for r in steps_logged), start=Usage()) == total
     return {
         "generates": len(results),
         "distinct_revisions": len(revisions),

@@ -30,7 +30,7 @@ import httpx2
 from sessiongen import SessionEngine, SessionStore
 from sessiongen.cache import override_model
 from sessiongen.emulator import EmulatorState, create_app
-from sessiongen.lab import LoggedUsage, write_workspace
+from sessiongen.lab import logged_usage, write_workspace
 from sessiongen.llm.types import Usage
 from sessiongen.model import AssistantMessage
 from sessiongen.providers.anthropic.adapter import AnthropicLLMClient
@@ -77,7 +77,7 @@ class PingTally:
             self.requests += 1
             self.statuses.add(logged["status"])
             if _is_ping(logged["body"]):
-                usage = LoggedUsage.of(logged).usage
+                usage = logged_usage(logged)
                 self.count += 1
                 self.usage = self.usage + usage
                 self.digest.update(_usage_key(usage))

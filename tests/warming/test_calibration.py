@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from sessiongen.cli import main
-from sessiongen.warming.calibration import calibrate
-from sessiongen.warming.events import load_events
 from sessiongen.warming.policies import AsRecorded, History
-from sessiongen.warming.report import compare_policies
+from sessiongen.warming.study.calibration import calibrate
+from sessiongen.warming.study.report import compare_policies
 from sessiongen.warming.traces import RecordedUsage, TraceFormatError, TraceRequest
+from sessiongen.warming.traces.events import load_events
 
 SYSTEM = {"id": "sys", "tokens": 12000, "breakpoint": True}
 
@@ -213,7 +213,7 @@ def test_gap_outcomes_read_the_ttl_boundary_off_the_record(tmp_path: Path) -> No
         ),
         _line("a", 600, [SYSTEM, a1, a2, a3], input_tokens=0, cache_write_5m_tokens=12300),
     ]
-    from sessiongen.warming.calibration import gap_outcomes, ttl_boundary
+    from sessiongen.warming.study.calibration import gap_outcomes, ttl_boundary
 
     outcomes = gap_outcomes(load_events(_trace_file(tmp_path, lines)))
     assert [(o.gap, o.outcome) for o in outcomes] == [(280.0, "hit"), (320.0, "miss")]
@@ -229,7 +229,7 @@ def test_gaps_at_exactly_the_ttl_are_within_it_and_the_linger_is_the_shortest_la
 ) -> None:
     """An entry lives its TTL inclusive: a hit and a miss at exactly 300 s count within the
     5m TTL, and `linger_at_most` is the shortest late miss less the TTL (330 s, not 400 s)."""
-    from sessiongen.warming.calibration import gap_outcomes, ttl_boundary
+    from sessiongen.warming.study.calibration import gap_outcomes, ttl_boundary
 
     lines = []
     for session, gap, hit in (("h", 300, True), ("m", 300, False), ("p", 330, False)):
@@ -268,7 +268,7 @@ def test_gap_outcomes_take_a_read_only_sessions_ttl_as_5m_and_need_an_extended_p
     """A session whose first call only read (b, the system block a wrote) has a 5m entry by
     then, so its next gap is an outcome; a call that does not extend the previous prompt
     (a's third, a different history) is no outcome of a's entry."""
-    from sessiongen.warming.calibration import gap_outcomes
+    from sessiongen.warming.study.calibration import gap_outcomes
 
     b1 = {"id": "b1", "tokens": 300}
     lines = [
@@ -317,7 +317,7 @@ def test_the_experiment_counts_the_as_recorded_step_only_with_recorded_usage(
 ) -> None:
     """`experiment_steps(trace)` counts one more step (the `as_recorded` row) for a trace
     carrying recorded usage than for one without."""
-    from sessiongen.warming.experiment import experiment_steps
+    from sessiongen.warming.study.experiment import experiment_steps
     from sessiongen.warming.traces import Trace
 
     trace = load_events(two_sessions(tmp_path, b_first_read=12000))

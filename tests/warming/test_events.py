@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.formats import load_trace
 from sessiongen.warming.traces import Trace, TraceFormatError
+from sessiongen.warming.traces.formats import load_trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

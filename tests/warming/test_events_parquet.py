@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from sessiongen.cli import main
-from sessiongen.warming.events import (
+from sessiongen.warming.traces import Trace, TraceFormatError
+from sessiongen.warming.traces.events import (
     PARQUET_INSTALL_HINT,
     ParquetUnavailable,
     is_parquet,
@@ -24,9 +25,8 @@ from sessiongen.warming.events import (
     write_events_jsonl,
     write_events_parquet,
 )
-from sessiongen.warming.formats import TraceFormat, load_trace
-from sessiongen.warming.generator import generate_sessions
-from sessiongen.warming.traces import Trace, TraceFormatError
+from sessiongen.warming.traces.formats import TraceFormat, load_trace
+from sessiongen.warming.traces.generator import generate_sessions
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # The traces of other formats that the events format can hold: no prefix cached before the

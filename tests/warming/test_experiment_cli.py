@@ -21,13 +21,13 @@ import pytest
 from sessiongen._choices import TRACE_FORMATS as CLI_FORMATS
 from sessiongen.cache import TTL
 from sessiongen.cli import main
-from sessiongen.warming.calibration import has_recorded_usage
-from sessiongen.warming.experiment import experiment_steps, run_warming_experiment
-from sessiongen.warming.formats import FORMATS, TraceFormat, article, load_trace
-from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.policies import DEFAULT_POLICY, Tracking
-from sessiongen.warming.report import REFERENCE_ROWS, default_intervals
-from sessiongen.warming.saved import load_policy, policy_document
+from sessiongen.warming.policies.saved import load_policy, policy_document
+from sessiongen.warming.study.calibration import has_recorded_usage
+from sessiongen.warming.study.experiment import experiment_steps, run_warming_experiment
+from sessiongen.warming.study.report import REFERENCE_ROWS, default_intervals
+from sessiongen.warming.traces.formats import FORMATS, TraceFormat, article, load_trace
+from sessiongen.warming.traces.generator import generate_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -409,7 +409,7 @@ def test_a_bad_fit_fraction_fails_before_anything_is_written(
 def test_a_trace_read_as_the_wrong_format_names_the_format_it_looks_like(actual: str) -> None:
     """Every other format on each fixture fails with the format the file looks like, the
     way `sessiongen experiment warming --format` prints it."""
-    from sessiongen.warming.formats import guess_format
+    from sessiongen.warming.traces.formats import guess_format
 
     path = FIXTURE_TRACES[actual]
     assert guess_format(path) == actual

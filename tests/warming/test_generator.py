@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from sessiongen.warming.generator import SessionMix, generate_sessions
 from sessiongen.warming.traces import Trace
+from sessiongen.warming.traces.generator import SessionMix, generate_sessions
 
 
 def test_the_same_seed_gives_the_same_trace() -> None:

@@ -10,8 +10,8 @@ mean the documentation states.
 from __future__ import annotations
 
 import pytest
-from sessiongen.warming.generator import SessionMix, generate_sessions
 from sessiongen.warming.traces import Trace
+from sessiongen.warming.traces.generator import SessionMix, generate_sessions
 
 from tests.docs.test_claims import DOCS, number, tables
 

@@ -13,17 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessiongen.warming import bounded_json
-from sessiongen.warming.formats import load_trace
-from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.policies import Tracking
-from sessiongen.warming.saved import (
+from sessiongen.warming.policies.saved import (
     PolicyFileError,
     load_policy,
     policy_document,
     save_policy,
 )
-from sessiongen.warming.traces import TraceFormatError
+from sessiongen.warming.traces import TraceFormatError, bounded_json
+from sessiongen.warming.traces.formats import load_trace
+from sessiongen.warming.traces.generator import generate_sessions
 
 from tests.reliability._figures import record
 from tests.test_cli import _cli
@@ -152,7 +151,7 @@ def test_a_bad_policy_file_is_a_policy_file_error(case: str, tmp_path: Path) -> 
 def test_a_policy_file_over_the_bound_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sessiongen.warming.saved as saved
+    import sessiongen.warming.policies.saved as saved
 
     monkeypatch.setattr(saved, "MAX_POLICY_BYTES", 1024)
     path = tmp_path / "policy.json"

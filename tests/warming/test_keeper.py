@@ -12,7 +12,6 @@ from sessiongen import ContextOverflow, LLMRequest, RequestInfo
 from sessiongen.lab import EmulatorLab, emulator_lab
 from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.warming import policies
-from sessiongen.warming.generator import SessionMix, generate_sessions
 from sessiongen.warming.keeper import (
     FromPolicy,
     IdleSession,
@@ -22,8 +21,9 @@ from sessiongen.warming.keeper import (
     default_policy,
 )
 from sessiongen.warming.policies import Decision, History, Learned, Tracking
-from sessiongen.warming.saved import load_policy, save_policy
+from sessiongen.warming.policies.saved import load_policy, save_policy
 from sessiongen.warming.traces import TraceRequest
+from sessiongen.warming.traces.generator import SessionMix, generate_sessions
 
 ANSWER = {"text": "src/app.py defines add() and mean()."}
 
@@ -62,12 +62,15 @@ async def test_the_keeper_holds_a_5m_cache_across_a_20_minute_gap(lab: EmulatorL
     assert lab.engine.store.dump() == before  # SG-INV-1: pings change no Session table
     assert len(pings) == 4 and all(p.hit for p in pings)
     assert [p.at for p in pings] == [295.0, 590.0, 885.0, 1180.0]
-    assert pings[0].usage.cache_read_tokens == written.read + written.write_5m
+    assert (
+        pings[0].usage.cache_read_tokens
+        == written.cache_read_tokens + written.cache_write_5m_tokens
+    )
 
     await _turn(lab, keeper, sid, "And src/util.py?")
     turn = lab.last_usage()
     last = pings[-1].usage
-    assert turn.read == last.cache_read_tokens + last.cache_write_tokens > 0
+    assert turn.cache_read_tokens == last.cache_read_tokens + last.cache_write_tokens > 0
 
 
 async def test_without_the_keeper_the_same_gap_misses(lab: EmulatorLab) -> None:
@@ -76,7 +79,7 @@ async def test_without_the_keeper_the_same_gap_misses(lab: EmulatorLab) -> None:
     await lab.engine.run(sid, "What is in src/app.py?")
     lab.advance_by(20 * 60)
     await lab.engine.run(sid, "And src/util.py?")
-    assert lab.last_usage().read == 0
+    assert lab.last_usage().cache_read_tokens == 0
 
 
 @pytest.mark.clause("SG-KEEP-2")
@@ -85,10 +88,10 @@ async def test_no_pings_at_1h_for_gaps_under_an_hour(lab: EmulatorLab) -> None:
     sid = lab.engine.create_session("hourly", workspace=lab.workspace).id
     keeper.watch(sid)
     await _turn(lab, keeper, sid, "What is in src/app.py?")
-    assert lab.last_usage().write_1h > 0
+    assert lab.last_usage().cache_write_1h_tokens > 0
     assert await keeper.advance_to(55 * 60) == []
     await _turn(lab, keeper, sid, "And src/util.py?")
-    assert lab.last_usage().read > 0
+    assert lab.last_usage().cache_read_tokens > 0
     assert keeper.ledger.entries == []
 
 
@@ -183,7 +186,7 @@ async def test_the_interval_follows_the_ttl_the_provider_honoured(lab: EmulatorL
     sid = lab.engine.create_session("hourly", workspace=lab.workspace).id
     keeper.watch(sid)
     await _turn(lab, keeper, sid, "What is in src/app.py?")
-    assert lab.last_usage().write_1h > 0
+    assert lab.last_usage().cache_write_1h_tokens > 0
     pings = await keeper.advance_to(3 * 3600)
     assert [p.at for p in pings] == [3595.0, 7190.0] and all(p.hit for p in pings)
 
@@ -220,8 +223,8 @@ async def test_the_policy_sees_each_turn_as_a_trace_request(lab: EmulatorLab) ->
     second = lab.last_usage()
     (r1, h1), (r2, h2) = recorder.seen
     assert (h1.turn, h1.gap, h1.readable_tokens) == (0, None, 0)
-    assert r1.input_tokens == first.read + first.write_5m
-    assert (h2.turn, h2.gap, h2.readable_tokens) == (1, 120.0, second.read)
+    assert r1.input_tokens == first.cache_read_tokens + first.cache_write_5m_tokens
+    assert (h2.turn, h2.gap, h2.readable_tokens) == (1, 120.0, second.cache_read_tokens)
     assert h2.previous_tokens == r1.input_tokens and r2.at == 120.0
 
 
@@ -241,7 +244,9 @@ async def test_the_default_is_tracking_and_stops_by_its_cost_rule(
     written = lab.last_usage()
     twin = default_policy().policy
     assert isinstance(twin, Tracking)
-    request = TraceRequest(sid, 0.0, (0,), (written.read + written.write_5m,), 0)
+    request = TraceRequest(
+        sid, 0.0, (0,), (written.cache_read_tokens + written.cache_write_5m_tokens,), 0
+    )
     history = History(-1, 0, None, 0, 0)
     twin.observe(request, history)
     planned = twin.decide_for("5m", request, history)
@@ -292,11 +297,15 @@ async def test_the_default_pings_after_a_turn_that_read_the_cache(lab: EmulatorL
     assert first == []
     await _turn(lab, keeper, sid, "And src/util.py?")
     turn = lab.last_usage()
-    assert turn.read > 0 and turn.write_1h == 0
+    assert turn.cache_read_tokens > 0 and turn.cache_write_1h_tokens == 0
     twin = default_policy().policy
     assert isinstance(twin, Tracking)
-    request = TraceRequest(sid, 120.0, (0,), (turn.read + turn.write_5m,), 0)
-    history = History(-1, 1, 120.0, first_prompt_tokens := turn.read, turn.read)
+    request = TraceRequest(
+        sid, 120.0, (0,), (turn.cache_read_tokens + turn.cache_write_5m_tokens,), 0
+    )
+    history = History(
+        -1, 1, 120.0, first_prompt_tokens := turn.cache_read_tokens, turn.cache_read_tokens
+    )
     twin.observe(
         TraceRequest(sid, 0.0, (0,), (first_prompt_tokens,), 0), History(-1, 0, None, 0, 0)
     )
@@ -345,7 +354,9 @@ async def test_the_keeper_runs_a_saved_fitted_policy_on_the_virtual_clock(
     await _turn(lab, keeper, sid, "What is in src/app.py?")
     written = lab.last_usage()
     twin = load_policy(path)
-    request = TraceRequest(sid, 0.0, (0,), (written.read + written.write_5m,), 0)
+    request = TraceRequest(
+        sid, 0.0, (0,), (written.cache_read_tokens + written.cache_write_5m_tokens,), 0
+    )
     history = History(-1, 0, None, 0, 0)
     twin.observe(request, history)
     planned = twin.decide_for("5m", request, history)

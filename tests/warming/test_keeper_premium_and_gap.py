@@ -70,7 +70,7 @@ async def test_ski_rental_keeps_a_1h_session_warm_until_its_1h_rewrite_is_paid_f
     keeper.watch(sid)
     await _turn(lab, keeper, sid, "What is in src/app.py?")
     written = lab.last_usage()
-    assert written.write_1h > 0
+    assert written.cache_write_1h_tokens > 0
     model = _model_of_last_turn(lab, sid)
 
     pings = await keeper.advance_to(48 * 3600)

@@ -6,15 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.formats import load_trace
-from sessiongen.warming.mooncake import (
+from sessiongen.warming.traces import TraceFormatError
+from sessiongen.warming.traces.formats import load_trace
+from sessiongen.warming.traces.mooncake import (
     align_to_prompts,
     block_tokens,
     infer_sessions,
     load_mooncake,
     shared_mooncake_dir,
 )
-from sessiongen.warming.traces import TraceFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL = shared_mooncake_dir()
@@ -146,3 +146,15 @@ def test_real_session_counts_are_pinned(real_file: Path) -> None:
     expected = {"conversation_trace_first_half.jsonl": 4007, "synthetic_trace.jsonl": 2643}
     trace = load_trace(real_file, "mooncake")
     assert len(trace.sessions()) == expected[real_file.name]
+
+
+def test_the_shared_traces_are_looked_for_beside_the_repository() -> None:
+    """`../shared/data/mooncake` from the repository's root, wherever the module sits (a
+    move of the module once pointed it inside the repository, and notebook 03 was skipped
+    as if the data were absent)."""
+    from pathlib import Path
+
+    from sessiongen.warming.traces.mooncake import shared_mooncake_dir
+
+    root = Path(__file__).resolve().parents[2]
+    assert shared_mooncake_dir() == root.parent / "shared" / "data" / "mooncake"

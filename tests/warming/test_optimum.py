@@ -14,8 +14,9 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 from sessiongen.cache import TTL, TTL_SECONDS, get_model
 from sessiongen.warming import policies
-from sessiongen.warming.generator import generate_sessions
-from sessiongen.warming.offline_optimum import (
+from sessiongen.warming.policies import Decision
+from sessiongen.warming.policies.trace_replay import prepare, replay
+from sessiongen.warming.study.offline_optimum import (
     _block_cost,
     _components,
     _group,
@@ -28,9 +29,8 @@ from sessiongen.warming.offline_optimum import (
     lower_bound_cost,
     optimum,
 )
-from sessiongen.warming.policies import Decision
-from sessiongen.warming.trace_replay import prepare, replay
 from sessiongen.warming.traces import Trace, TraceRequest
+from sessiongen.warming.traces.generator import generate_sessions
 
 from .test_replay import MODEL, Table, random_trace
 

@@ -17,7 +17,7 @@ from sessiongen.cache_policy import (
     previous_tail,
 )
 from sessiongen.emulator.validation import for_model
-from sessiongen.lab import LoggedUsage, emulator_lab
+from sessiongen.lab import emulator_lab, logged_usage
 from sessiongen.llm.types import (
     LLMMessage,
     LLMRequest,
@@ -25,11 +25,9 @@ from sessiongen.llm.types import (
     SystemPart,
     TextContent,
     ToolDefinition,
-    Usage,
 )
 from sessiongen.sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
-from sessiongen.warming.generator import SessionMix
-from sessiongen.warming.placement import (
+from sessiongen.warming.study.placement import (
     PLACEMENT_POLICIES,
     WORKSPACE_CALLS,
     PlacementMix,
@@ -43,6 +41,7 @@ from sessiongen.warming.placement import (
     placement_table,
     run_scenario,
 )
+from sessiongen.warming.traces.generator import SessionMix
 
 # Short sessions, so a full measurement over every policy stays well under a second each.
 SMALL = PlacementMix(session=replace(SessionMix(), max_turns=2, max_calls_per_turn=4))
@@ -114,22 +113,24 @@ async def test_a_twelve_call_step_misses_with_the_default_and_not_with_previous_
     the previous entry and falls back to the tools+system entry; previous_tail and the ladder
     read the previous request's whole prompt."""
     logs = {name: await _wire(policy, [2, 12]) for name, policy in PLACEMENT_POLICIES.items()}
-    usage = {name: [LoggedUsage.of(r) for r in log] for name, log in logs.items()}
+    usage = {name: [logged_usage(r) for r in log] for name, log in logs.items()}
     default, previous = usage["opencode_default"], usage["previous_tail"]
     assert [len(log) for log in logs.values()] == [3, 3, 3]
     # The same prompts went out under every policy; only the breakpoints differ.
-    assert {tuple(u.total_input for u in us) for us in usage.values()} == {
-        tuple(u.total_input for u in default)
+    assert {tuple(u.total_input_tokens for u in us) for us in usage.values()} == {
+        tuple(u.total_input_tokens for u in default)
     }
     # Request 2 (after the 2-call Step) reads the previous prompt under every policy.
-    assert all(us[1].read == us[0].total_input for us in usage.values())
+    assert all(us[1].cache_read_tokens == us[0].total_input_tokens for us in usage.values())
     # Request 3 (after the 12-call Step): the default misses, down to tools+system ...
-    assert default[2].read < default[1].total_input
-    assert default[2].read == _tools_and_system_tokens(logs["opencode_default"][2])
+    assert default[2].cache_read_tokens < default[1].total_input_tokens
+    assert default[2].cache_read_tokens == _tools_and_system_tokens(logs["opencode_default"][2])
     # ... previous_tail and the ladder read the whole previous prompt.
-    assert previous[2].read == previous[1].total_input
-    assert usage["lookback_ladder"][2].read == previous[1].total_input
-    assert all(p.read >= d.read for p, d in zip(previous, default, strict=True))
+    assert previous[2].cache_read_tokens == previous[1].total_input_tokens
+    assert usage["lookback_ladder"][2].cache_read_tokens == previous[1].total_input_tokens
+    assert all(
+        p.cache_read_tokens >= d.cache_read_tokens for p, d in zip(previous, default, strict=True)
+    )
     # The rows count exactly that one miss, and price the default's rewrite.
     rows = {name: placement_row(name, log, ttl_s=300.0) for name, log in logs.items()}
     assert [r.misses for r in rows.values()] == [1, 0, 0]
@@ -138,12 +139,14 @@ async def test_a_twelve_call_step_misses_with_the_default_and_not_with_previous_
 
 async def test_the_ladder_reaches_back_40_blocks_and_previous_tail_any_distance() -> None:
     """Twenty calls add 41 blocks: past the ladder's two windows, not past previous_tail."""
-    ladder = [LoggedUsage.of(r) for r in await _wire(lookback_ladder, [20])]
-    previous = [LoggedUsage.of(r) for r in await _wire(previous_tail, [20])]
-    assert ladder[1].read < ladder[0].total_input
-    assert previous[1].read == previous[0].total_input
-    nineteen = [LoggedUsage.of(r) for r in await _wire(lookback_ladder, [19])]
-    assert nineteen[1].read == nineteen[0].total_input  # 39 blocks: inside the windows
+    ladder = [logged_usage(r) for r in await _wire(lookback_ladder, [20])]
+    previous = [logged_usage(r) for r in await _wire(previous_tail, [20])]
+    assert ladder[1].cache_read_tokens < ladder[0].total_input_tokens
+    assert previous[1].cache_read_tokens == previous[0].total_input_tokens
+    nineteen = [logged_usage(r) for r in await _wire(lookback_ladder, [19])]
+    assert (
+        nineteen[1].cache_read_tokens == nineteen[0].total_input_tokens
+    )  # 39 blocks: inside the windows
 
 
 # --- the rows -------------------------------------------------------------------------------
@@ -156,31 +159,33 @@ async def test_measure_placement_is_deterministic_with_a_row_per_policy() -> Non
     assert first == second
     assert [r.policy for r in first] == list(policies)
     assert len({r.requests for r in first}) == 1 and first[0].requests > 3
-    assert len({r.total_input for r in first}) == 1  # same prompts, other breakpoints
+    assert len({r.usage.total_input_tokens for r in first}) == 1  # same prompts, other breakpoints
     nothing = first[-1]
-    assert nothing.read == nothing.write_5m == nothing.write_1h == 0
+    assert (
+        nothing.usage.cache_read_tokens
+        == nothing.usage.cache_write_5m_tokens
+        == nothing.usage.cache_write_1h_tokens
+        == 0
+    )
     assert nothing.hit_ratio == 0.0 and nothing.misses == 0
     for row in first:
         assert 0.0 <= row.hit_ratio <= 1.0
         assert row.expired_misses <= row.misses
     rows = {r.policy: r for r in first}
-    assert rows["previous_tail"].read >= rows["opencode_default"].read
+    assert (
+        rows["previous_tail"].usage.cache_read_tokens
+        >= rows["opencode_default"].usage.cache_read_tokens
+    )
     assert "previous_tail" in placement_table(first)
 
 
 async def test_costs_are_the_one_pricing_rule_on_the_rows_token_counts() -> None:
     rows = await measure_placement(sessions=2, seed=3, mix=SMALL)
     for row in rows:
-        usage = Usage(
-            input_tokens=row.uncached,
-            output_tokens=row.output,
-            cache_read_tokens=row.read,
-            cache_write_5m_tokens=row.write_5m,
-            cache_write_1h_tokens=row.write_1h,
-        )
+        usage = row.usage
         assert row.model == SAMPLE_AGENT.model.id
         assert row.cost_usd == cost(usage, row.model)
-        assert row.hit_ratio == row.read / usage.total_input_tokens
+        assert row.hit_ratio == row.usage.cache_read_tokens / usage.total_input_tokens
 
 
 async def test_a_row_sums_the_wire_and_its_cost_is_the_sum_of_request_costs() -> None:
@@ -188,10 +193,12 @@ async def test_a_row_sums_the_wire_and_its_cost_is_the_sum_of_request_costs() ->
     row = placement_row("opencode_default", log, ttl_s=300.0)
     wire = [r["usage"] for r in log]
     assert row.requests == len(log)
-    assert row.read == sum(u["cache_read_input_tokens"] for u in wire)
-    assert row.write_5m + row.write_1h == sum(u["cache_creation_input_tokens"] for u in wire)
-    assert row.uncached == sum(u["input_tokens"] for u in wire)
-    assert row.output == sum(u["output_tokens"] for u in wire)
+    assert row.usage.cache_read_tokens == sum(u["cache_read_input_tokens"] for u in wire)
+    assert row.usage.cache_write_5m_tokens + row.usage.cache_write_1h_tokens == sum(
+        u["cache_creation_input_tokens"] for u in wire
+    )
+    assert row.usage.input_tokens == sum(u["input_tokens"] for u in wire)
+    assert row.usage.output_tokens == sum(u["output_tokens"] for u in wire)
     per_request = sum(cost(u, r["body"]["model"]) for u, r in zip(wire, log, strict=True))
     assert abs(row.cost_usd - per_request) < 1e-12
 

@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from matplotlib.patches import Rectangle
-from sessiongen.warming import plots
-from sessiongen.warming.report import PolicyRow
+from sessiongen.warming.study import plots
+from sessiongen.warming.study.report import PolicyRow
 
 
 def _row(policy: str, ratio: float, online: bool = True) -> PolicyRow:

@@ -9,7 +9,7 @@ import pytest
 from sessiongen.cache import TTL_SECONDS, price
 from sessiongen.warming import policies
 from sessiongen.warming.policies import Decision, History, Learned
-from sessiongen.warming.trace_replay import replay
+from sessiongen.warming.policies.trace_replay import replay
 from sessiongen.warming.traces import Trace, TraceRequest
 
 from .test_replay import MODEL, random_trace

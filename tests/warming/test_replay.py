@@ -14,15 +14,15 @@ import pytest
 from sessiongen.cache import TTL, CacheEntry, CacheStore, cost
 from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.warming import policies
-from sessiongen.warming.mooncake import align_to_prompts
 from sessiongen.warming.policies import Decision, History
-from sessiongen.warming.trace_replay import (
+from sessiongen.warming.policies.trace_replay import (
     ReplayResult,
     prepare,
     replay,
     replay_through_client,
 )
 from sessiongen.warming.traces import Trace, TraceRequest
+from sessiongen.warming.traces.mooncake import align_to_prompts
 
 MODEL = "claude-sonnet-4-6"  # minimum cacheable prompt 1,024 tokens
 
@@ -501,7 +501,7 @@ def test_the_optimum_replays_its_schedule_with_the_client_breakpoints() -> None:
     """The optimum plans with one breakpoint per request and its row is that schedule
     replayed with the client's marks: here the second session's first request reads the
     system block the first one wrote, so the row is cheaper than the plan."""
-    from sessiongen.warming.offline_optimum import optimum
+    from sessiongen.warming.study.offline_optimum import optimum
 
     trace, _ = marked_trace()
     best = optimum(trace, model=MODEL)
@@ -518,7 +518,7 @@ async def test_a_real_log_replays_as_the_emulator_bills_it(emulator: Emulator) -
     log: the in-memory replay and the emulator over the SDK agree request by request."""
     from pathlib import Path
 
-    from sessiongen.warming.formats import load_trace
+    from sessiongen.warming.traces.formats import load_trace
 
     real = Path(__file__).parent / "fixtures" / "real" / "claude-code" / "v1.0-in-file-subagents"
     trace = load_trace(real, "claude-code")
@@ -576,7 +576,7 @@ def test_the_optimum_row_replays_the_warm_prefixes_without_client_breakpoints() 
     """A trace with no client breakpoints but a warm prefix: the optimum plans with nothing
     warm (x writes its prompt, its next request reads it), and its row replays that schedule
     with the warm prefix, so x's first request reads it too."""
-    from sessiongen.warming.offline_optimum import optimum
+    from sessiongen.warming.study.offline_optimum import optimum
     from sessiongen.warming.traces import WarmEntry
 
     first = TraceRequest("x", 0.0, (0, 1), (1500, 500), 20)

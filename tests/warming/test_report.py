@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 from sessiongen.cache import price
 from sessiongen.warming import policies
-from sessiongen.warming.formats import load_trace
-from sessiongen.warming.generator import generate_sessions
-from sessiongen.warming.mooncake import shared_mooncake_dir
-from sessiongen.warming.report import (
+from sessiongen.warming.policies.trace_replay import replay
+from sessiongen.warming.study.report import (
     REFERENCE_ROWS,
     PolicyTable,
     compare_held_back,
@@ -22,7 +20,9 @@ from sessiongen.warming.report import (
     sweep_intervals,
     write_csv,
 )
-from sessiongen.warming.trace_replay import replay
+from sessiongen.warming.traces.formats import load_trace
+from sessiongen.warming.traces.generator import generate_sessions
+from sessiongen.warming.traces.mooncake import shared_mooncake_dir
 
 FIRST_HALF = shared_mooncake_dir() / "conversation_trace_first_half.jsonl"
 GENERATED = 20  # sessions: the learned policy needs some history to learn from

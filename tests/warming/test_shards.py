@@ -1,4 +1,4 @@
-"""Sharded replays (`warming.shards`): the parts are independent, and the summed replays
+"""Sharded replays (`warming.study.shards`): the parts are independent, and the summed replays
 are identical to the whole trace's, in process, on a process pool and on Dask."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from sessiongen.cache import LOOKBACK_WINDOW, TTL
 from sessiongen.warming import generate_sessions, prepare, replay, replay_policies, split_trace
 from sessiongen.warming.policies import GapOracle, Learned, Tracking, reference_policies
-from sessiongen.warming.report import sweep_interval_grid
+from sessiongen.warming.study.report import sweep_interval_grid
 from sessiongen.warming.traces import Trace
 
 TRACE = generate_sessions(60, seed=3)

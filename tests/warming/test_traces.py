@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.formats import FORMATS, TraceFormat, load_trace
 from sessiongen.warming.traces import Trace, TraceFormatError, TraceRequest, WarmEntry, unix_micros
+from sessiongen.warming.traces.formats import FORMATS, TraceFormat, load_trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

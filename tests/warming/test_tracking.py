@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.policies import (
     History,
     Learned,
@@ -25,10 +24,16 @@ from sessiongen.warming.policies import (
     one_hour,
     ttl_aware,
 )
-from sessiongen.warming.report import prompt_cost
-from sessiongen.warming.saved import PolicyFileError, load_policy, policy_document, save_policy
-from sessiongen.warming.trace_replay import replay
+from sessiongen.warming.policies.saved import (
+    PolicyFileError,
+    load_policy,
+    policy_document,
+    save_policy,
+)
+from sessiongen.warming.policies.trace_replay import replay
+from sessiongen.warming.study.report import prompt_cost
 from sessiongen.warming.traces import Trace, TraceRequest
+from sessiongen.warming.traces.generator import generate_sessions
 
 GENERATED = generate_sessions(8, seed=3)
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from sessiongen.cache import TTL
-from sessiongen.warming.generator import generate_sessions
 from sessiongen.warming.policies import (
     Decision,
     Fixed,
@@ -27,10 +26,11 @@ from sessiongen.warming.policies import (
     five_minutes,
     one_hour,
 )
-from sessiongen.warming.report import prompt_cost
-from sessiongen.warming.saved import PolicyFileError, load_policy, policy_document
-from sessiongen.warming.trace_replay import replay
+from sessiongen.warming.policies.saved import PolicyFileError, load_policy, policy_document
+from sessiongen.warming.policies.trace_replay import replay
+from sessiongen.warming.study.report import prompt_cost
 from sessiongen.warming.traces import Trace, TraceRequest
+from sessiongen.warming.traces.generator import generate_sessions
 
 
 def _request(session: str, at: float, counts: tuple[int, ...], first: int = 0) -> TraceRequest:
@@ -255,7 +255,7 @@ def test_learned_gap_keeps_first_requests_apart_from_quick_follow_ups() -> None:
 
 
 def test_learned_gap_state_rows_are_first_quick_and_slow() -> None:
-    """The saved state's rows (`warming.saved`): a session's first request, a follow-up
+    """The saved state's rows (`warming.policies.saved`): a session's first request, a follow-up
     under 60 s, one of 60 s or more."""
     base = Learned(split="gap").state()["done"]
     trace = Trace.ordered(

@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.formats import load_trace
-from sessiongen.warming.segments import SegmentChain
 from sessiongen.warming.traces import TraceFormatError
+from sessiongen.warming.traces.formats import load_trace
+from sessiongen.warming.traces.segments import SegmentChain
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLAUDE = FIXTURES / "claude-code"

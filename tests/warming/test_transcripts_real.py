@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.formats import load_trace
 from sessiongen.warming.traces import TraceRequest
+from sessiongen.warming.traces.formats import load_trace
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 V1 = REAL / "claude-code" / "v1.0-in-file-subagents"
@@ -191,8 +191,8 @@ def test_a_prefix_read_before_the_log_begins_is_warm_in_the_replay() -> None:
     14,874 tokens no call of the log wrote (a session before the log did). The importer
     records that prefix as warm, and the replay as recorded reads it, unbilled, as the
     provider did; without it the replay writes it instead."""
-    from sessiongen.warming.calibration import calibrate
-    from sessiongen.warming.trace_replay import prepare
+    from sessiongen.warming.policies.trace_replay import prepare
+    from sessiongen.warming.study.calibration import calibrate
 
     trace = load_trace(REAL / "claude-code" / "v1.0-in-file-subagents", "claude-code")
     first = trace.requests[0]

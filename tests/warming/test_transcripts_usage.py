@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.calibration import calibrate
-from sessiongen.warming.formats import load_trace
+from sessiongen.warming.study.calibration import calibrate
+from sessiongen.warming.traces.formats import load_trace
 
 MODEL = "claude-sonnet-4-6"
 

@@ -27,14 +27,15 @@ from sessiongen.lab import (
     PROVIDER_MODELS,
     PROVIDERS,
     EmulatorLab,
-    LoggedUsage,
     Provider,
     emulator_lab,
+    logged_usage,
 )
+from sessiongen.llm.types import Usage
 from sessiongen.model import TextPart, UserMessage
 from sessiongen.parity import WireRequest, diff
 from sessiongen.sample import SAMPLE_AGENT
-from sessiongen.warming.calibration import (
+from sessiongen.warming.study.calibration import (
     Calibration,
     TtlBoundary,
     agreement,
@@ -42,11 +43,11 @@ from sessiongen.warming.calibration import (
     gap_outcomes,
     ttl_boundary,
 )
-from sessiongen.warming.formats import TraceFormat, load_trace
-from sessiongen.warming.generator import generate_sessions
-from sessiongen.warming.mooncake import shared_mooncake_dir
-from sessiongen.warming.report import compare_held_back, compare_policies, sweep_intervals
+from sessiongen.warming.study.report import compare_held_back, compare_policies, sweep_intervals
 from sessiongen.warming.traces import Trace
+from sessiongen.warming.traces.formats import TraceFormat, load_trace
+from sessiongen.warming.traces.generator import generate_sessions
+from sessiongen.warming.traces.mooncake import shared_mooncake_dir
 
 FIRST_TURN_SCRIPT: tuple[dict[str, Any], ...] = (
     {
@@ -107,7 +108,9 @@ async def measure_tools_policy(
             lab.script({"text": LATER_ANSWER})
             await lab.engine.run(sid, LATER_TURN)
         turn = lab.last_usage()
-        written_by_turn = turn.read + turn.write_5m + turn.write_1h
+        written_by_turn = (
+            turn.cache_read_tokens + turn.cache_write_5m_tokens + turn.cache_write_1h_tokens
+        )
         snapshot = lab.engine.select(sid)
         step = lab.engine.preparation.prepare(
             snapshot,
@@ -126,7 +129,7 @@ async def measure_tools_policy(
         wire_generate = WireRequest(
             {k: v for k, v in body.items() if k != "stream"}, sent.headers, sent.prompt_cache_key
         )
-        usage = LoggedUsage.of(logged)
+        usage = logged_usage(logged)
         return PolicyRow(
             policy=policy.letter,
             tools_on_wire=len(body.get("tools", [])),
@@ -136,9 +139,9 @@ async def measure_tools_policy(
                 )
             ),
             prefix_written=written_by_turn,
-            read=usage.read,
-            written=usage.write_5m + usage.write_1h,
-            uncached=usage.uncached,
+            read=usage.cache_read_tokens,
+            written=usage.cache_write_5m_tokens + usage.cache_write_1h_tokens,
+            uncached=usage.input_tokens,
             parity_violations=len(diff(wire_step, wire_generate).violations),
             tools_executed=len(result.tool_results),
             cost_usd=cost(logged["usage"], body["model"]),
@@ -203,7 +206,7 @@ async def _build_session(lab: EmulatorLab, later_turns: int) -> str:
 
 
 def _cost(lab: EmulatorLab, logged: dict[str, Any]) -> float:
-    return cost(LoggedUsage.of(logged).usage, PROVIDER_MODELS[lab.provider])
+    return cost(logged_usage(logged), PROVIDER_MODELS[lab.provider])
 
 
 async def step_at_the_wire(
@@ -217,7 +220,7 @@ async def step_at_the_wire(
         await lab.engine.run(sid, RECAP_PROMPT)
         logged = lab.requests()[before]
         key = lab.engine.prepare_generate(sid, RECAP_PROMPT).request.prompt_cache_key
-        return WireRequest.logged(logged, key), LoggedUsage.of(logged).read
+        return WireRequest.logged(logged, key), logged_usage(logged).cache_read_tokens
 
 
 async def measure_provider_policy(
@@ -257,7 +260,7 @@ async def measure_provider_policy(
         lab.script({"text": "No: mean([]) divides by zero."})
         before_next = len(lab.requests())
         await lab.engine.run(sid, NEXT_PROMPT)
-        nxt = LoggedUsage.of(lab.requests()[before_next])
+        nxt = logged_usage(lab.requests()[before_next])
         if len(lab.requests()) != before_next + 1 or lab.emulator.pop_response() is not None:
             # The script went astray (e.g. a rejected request left its reply queued).
             raise RuntimeError(f"{provider} {policy.value}: the next turn's reply was not its own")
@@ -269,14 +272,14 @@ async def measure_provider_policy(
             tools_on_wire=view.tools,
             tool_choice=view.tool_choice,
             step_read=step_read,
-            read=LoggedUsage.of(logged).read,
+            read=logged_usage(logged).cache_read_tokens,
             violations=tuple(d.path for d in diff(step_wire, wire).violations),
             tool_calls_returned=len(result.tool_calls) if result else 0,
             text_empty=result is not None and not result.text,
             tools_executed=len(result.tool_results) if result else 0,
             cost_usd=_cost(lab, logged),
             ping_cost_usd=ping_cost,
-            next_read=nxt.read,
+            next_read=nxt.cache_read_tokens,
         )
 
 
@@ -290,7 +293,7 @@ async def next_turn_without_ping(
         lab.script({"text": "No: mean([]) divides by zero."})
         before = len(lab.requests())
         await lab.engine.run(sid, NEXT_PROMPT)
-        return LoggedUsage.of(lab.requests()[before]).read
+        return logged_usage(lab.requests()[before]).cache_read_tokens
 
 
 async def measure_tools_policy_matrix(
@@ -336,7 +339,7 @@ async def measure_warming(
     """A turn at t=0, an optional ping at `ping_at`, the next turn at `next_at` (seconds)."""
     async with emulator_lab(workspace) as lab:
         sid = await first_turn(lab)
-        ping = LoggedUsage(0, 0, 0, 0, 0)
+        ping = Usage()
         ping_cost = 0.0
         if placement != "no ping":
             lab.advance_by(ping_at)
@@ -346,22 +349,22 @@ async def measure_warming(
                 warming=placement == "ping: warming shape",
             )
             logged = lab.requests()[-1]
-            ping, ping_cost = LoggedUsage.of(logged), cost(logged["usage"], logged["body"]["model"])
+            ping, ping_cost = logged_usage(logged), cost(logged["usage"], logged["body"]["model"])
             lab.advance_by(next_at - ping_at)
         else:
             lab.advance_by(next_at)
         lab.script({"text": "No: mean([]) divides by zero."})
         await lab.engine.run(sid, NEXT_PROMPT)
         logged = lab.requests()[-1]
-        nxt = LoggedUsage.of(logged)
+        nxt = logged_usage(logged)
         return WarmingRow(
             placement=placement,
-            ping_read=ping.read,
-            ping_written=ping.write_5m + ping.write_1h,
-            ping_output=ping.output,
+            ping_read=ping.cache_read_tokens,
+            ping_written=ping.cache_write_5m_tokens + ping.cache_write_1h_tokens,
+            ping_output=ping.output_tokens,
             ping_cost_usd=ping_cost,
-            next_read=nxt.read,
-            next_written=nxt.write_5m + nxt.write_1h,
+            next_read=nxt.cache_read_tokens,
+            next_written=nxt.cache_write_5m_tokens + nxt.cache_write_1h_tokens,
             next_cost_usd=cost(logged["usage"], logged["body"]["model"]),
         )
 
@@ -541,7 +544,7 @@ SWEEP_INTERVALS = (60.0, 120.0, 240.0, 295.0)
 
 def warming_policy_table(traces: list[Trace]) -> str:
     """The warming clauses' tables, as markdown, one column per trace: each policy's prompt
-    cost as a ratio to the offline optimum (`warming.report.compare_policies`), then blind
+    cost as a ratio to the offline optimum (`warming.study.report.compare_policies`), then blind
     5m pings every N seconds for 30 minutes after each request (`sweep_intervals`)."""
     tables = [compare_policies(trace) for trace in traces]
     head = " | ".join(f"{t.trace} ({t.requests:,} requests)" for t in tables)
@@ -570,7 +573,7 @@ def warming_policy_table(traces: list[Trace]) -> str:
 def held_back_table(traces: list[Trace]) -> str:
     """SG-KEEP-4's table, as markdown, one column per trace: each policy's prompt cost on the
     part of the trace held back from fitting, as a ratio to that part's optimum
-    (`warming.report.compare_held_back`, the first half of the requests fitted), the keeper's
+    (`warming.study.report.compare_held_back`, the first half of the requests fitted), the keeper's
     default marked; then, per trace, the default against the best online policy and plain
     5m, in words generated from the same figures."""
     tables = [compare_held_back(trace) for trace in traces]

@@ -166,7 +166,7 @@ def mooncake_present() -> bool:
 
 
 def _mooncake_files() -> list[Path]:
-    from sessiongen.warming.mooncake import shared_mooncake_dir
+    from sessiongen.warming.traces.mooncake import shared_mooncake_dir
 
     data = shared_mooncake_dir()
     return [data / name for name in MOONCAKE_TRACES]

@@ -176,7 +176,7 @@ def no_cache(request: LLMRequest, *, anchor: int | None, ttl: CacheTTL) -> LLMRe
 
 DEFAULT_CACHE_POLICY: CachePolicy = previous_tail
 """The engine's policy when none is given: the one place the default is chosen. Measured
-(`warming.placement`, notebook 03) on seeded tool-heavy coding sessions through the engine
+(`warming.study.placement`, notebook 03) on seeded tool-heavy coding sessions through the engine
 and the emulator, `previous_tail` costs 17-20% less than `opencode_default`: every Step
 that adds 20 or more blocks makes the latter miss the previous request's entry."""
 

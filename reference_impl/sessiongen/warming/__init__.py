@@ -5,10 +5,6 @@ and the keeper that keeps live Sessions warm through `session.generate(warming=T
 The names below are the public surface (docs/warming.md); the submodules say how each works.
 """
 
-from .events import ParquetUnavailable, write_events_jsonl, write_events_parquet
-from .experiment import ExperimentResult, run_warming_experiment
-from .formats import FORMATS, load_trace
-from .generator import SessionMix, generate_sessions
 from .keeper import (
     FromPolicy,
     IdleSession,
@@ -20,7 +16,6 @@ from .keeper import (
     WarmingLedger,
     default_policy,
 )
-from .offline_optimum import Optimum, lower_bound, optimum
 from .policies import (
     DEFAULT_POLICY,
     Decision,
@@ -31,7 +26,11 @@ from .policies import (
     default_experts,
     reference_policies,
 )
-from .report import (
+from .policies.saved import PolicyFileError, load_policy, save_policy
+from .policies.trace_replay import ReplayResult, prepare, replay
+from .study.experiment import ExperimentResult, run_warming_experiment
+from .study.offline_optimum import Optimum, lower_bound, optimum
+from .study.report import (
     PolicyRow,
     PolicyTable,
     compare_held_back,
@@ -40,10 +39,11 @@ from .report import (
     sweep_interval_grid,
     sweep_intervals,
 )
-from .saved import PolicyFileError, load_policy, save_policy
-from .shards import LARGE_TRACE, replay_policies, split_trace
-from .trace_replay import ReplayResult, prepare, replay
+from .study.shards import LARGE_TRACE, replay_policies, split_trace
 from .traces import RecordedUsage, Trace, TraceFormatError, TraceRequest
+from .traces.events import ParquetUnavailable, write_events_jsonl, write_events_parquet
+from .traces.formats import FORMATS, load_trace
+from .traces.generator import SessionMix, generate_sessions
 
 __all__ = [
     "ParquetUnavailable",

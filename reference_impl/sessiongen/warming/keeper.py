@@ -30,9 +30,9 @@ from ..errors import SessiongenError, SessionNotFound
 from ..llm.types import Usage
 from ..model import AssistantMessage
 from ..session.engine import SessionEngine
-from .generator import SessionMix, generate_sessions
 from .policies import PING_MARGIN, History, Policy, Tracking
 from .traces import TraceRequest
+from .traces.generator import SessionMix, generate_sessions
 
 KEEPALIVE_PROMPT = "Keep-alive: no answer is needed."
 WARMING_TAG = "warming"
@@ -178,7 +178,7 @@ def default_policy() -> FromPolicy:
     prior of the human gaps of `PRIOR_SESSIONS` generated coding-agent sessions (seed 0,
     tool loops left out: the keeper decides after turns, never between Steps), so it pings
     from the first turn and learns the watched workload from then on. A policy fitted on
-    your own trace: `FromPolicy(load_policy(path))` (`warming.saved`)."""
+    your own trace: `FromPolicy(load_policy(path))` (`warming.policies.saved`)."""
     turns_only = SessionMix(tool_step_p=0.0)
     prior = generate_sessions(PRIOR_SESSIONS, seed=0, mix=turns_only)
     return FromPolicy(Tracking().fit(prior))

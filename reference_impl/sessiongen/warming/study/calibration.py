@@ -18,10 +18,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..cache import TTL_SECONDS
-from .policies import DEFAULT_MODEL, AsRecorded, History
-from .trace_replay import PreparedTrace, ReplayResult, TokenTotals, replay
-from .traces import Trace
+from ...cache import TTL_SECONDS
+from ..policies import DEFAULT_MODEL, AsRecorded, History
+from ..policies.trace_replay import PreparedTrace, ReplayResult, TokenTotals, replay
+from ..traces import Trace
 
 
 @dataclass(frozen=True)

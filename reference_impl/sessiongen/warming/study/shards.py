@@ -25,11 +25,11 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
-from ..cache import LOOKBACK_WINDOW
+from ...cache import LOOKBACK_WINDOW
+from ..policies import DEFAULT_MODEL, Policy
+from ..policies.trace_replay import PreparedTrace, ReplayResult, TokenTotals, replay
+from ..traces import Trace
 from ._grouping import connected
-from .policies import DEFAULT_MODEL, Policy
-from .trace_replay import PreparedTrace, ReplayResult, TokenTotals, replay
-from .traces import Trace
 
 LARGE_TRACE = 20_000
 """Requests from which `replay_policies` starts its own process pool: below it, starting

@@ -88,11 +88,11 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from decimal import Decimal
 
-from ..cache import LOOKBACK_WINDOW, TTL, TTL_SECONDS, get_model, price
+from ...cache import LOOKBACK_WINDOW, TTL, TTL_SECONDS, get_model, price
+from ..policies import DEFAULT_MODEL, Decision, Scheduled
+from ..policies.trace_replay import PreparedTrace, ReplayResult, replay
+from ..traces import Trace
 from ._grouping import connected
-from .policies import DEFAULT_MODEL, Decision, Scheduled
-from .trace_replay import PreparedTrace, ReplayResult, replay
-from .traces import Trace
 
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
 _BATCHES = 16  # tasks an executor gets: a few per worker, for balance

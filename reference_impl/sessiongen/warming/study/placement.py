@@ -30,16 +30,16 @@ from functools import reduce
 from operator import add
 from typing import Any
 
-from ..cache.pricing import cost
-from ..cache.store import TTL_SECONDS
-from ..lab import EmulatorLab, LoggedUsage, emulator_lab
-from ..llm.client import LLMClient
-from ..llm.types import LLMRequest, LLMResponse, StreamEvent, Usage
-from ..model import Agent
-from ..sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
-from ..session.breakpoints import CachePolicy, lookback_ladder, opencode_default, previous_tail
-from ..tokens import BYTES_PER_TOKEN, count_text_tokens, count_tool_call_tokens
-from .generator import LogNormal, SessionMix
+from ...cache.pricing import cost
+from ...cache.store import TTL_SECONDS
+from ...lab import EmulatorLab, emulator_lab, logged_usage
+from ...llm.client import LLMClient
+from ...llm.types import LLMRequest, LLMResponse, StreamEvent, Usage
+from ...model import Agent
+from ...sample import SAMPLE_AGENT, SAMPLE_WORKSPACE
+from ...session.breakpoints import CachePolicy, lookback_ladder, opencode_default, previous_tail
+from ...tokens import BYTES_PER_TOKEN, count_text_tokens, count_tool_call_tokens
+from ..traces.generator import LogNormal, SessionMix
 
 PLACEMENT_POLICIES: Mapping[str, CachePolicy] = {
     "opencode_default": opencode_default,
@@ -266,9 +266,9 @@ async def run_scenario(
 
 
 @dataclass(frozen=True)
-class PlacementRow(LoggedUsage):
+class PlacementRow:
     """What one cache policy cost over a scenario, as the emulator billed it: the summed
-    token counts (`LoggedUsage`'s fields, with its `usage` and `total_input`), and:
+    token counts (`usage`), and:
 
     `misses`: requests whose previous request in the same session wrote an entry, but which
     read less than that previous request's whole prompt. `expired_misses`: those of them that
@@ -279,6 +279,7 @@ class PlacementRow(LoggedUsage):
     policy: str
     model: str
     requests: int
+    usage: Usage
     cost_usd: float
     misses: int
     expired_misses: int
@@ -286,7 +287,8 @@ class PlacementRow(LoggedUsage):
     @property
     def hit_ratio(self) -> float:
         """Read tokens over all input tokens."""
-        return self.read / self.total_input if self.total_input else 0.0
+        total = self.usage.total_input_tokens
+        return self.usage.cache_read_tokens / total if total else 0.0
 
 
 def placement_row(
@@ -294,32 +296,29 @@ def placement_row(
 ) -> PlacementRow:
     """A row from the emulator's request log: usage summed as billed, misses per session (by
     the `x-session-id` header the engine sends), cost by the one pricing rule."""
-    usages = [LoggedUsage.of(dict(r)) for r in logged]
+    usages = [logged_usage(r) for r in logged]
     models = {str(r["body"]["model"]) for r in logged}
     if len(models) > 1:
         raise ValueError(f"one row prices one model, the log has {sorted(models)}")
     model = models.pop() if models else SAMPLE_AGENT.model.id
     misses = expired = 0
-    previous: dict[str, tuple[LoggedUsage, float]] = {}
+    previous: dict[str, tuple[Usage, float]] = {}
     for r, u in zip(logged, usages, strict=True):
         session = r["headers"].get("x-session-id", "")
         at = float(r["started_at"])
         if session in previous:
             before, before_at = previous[session]
-            if before.write_5m + before.write_1h > 0 and u.read < before.total_input:
+            written = before.cache_write_5m_tokens + before.cache_write_1h_tokens
+            if written > 0 and u.cache_read_tokens < before.total_input_tokens:
                 misses += 1
                 expired += at - before_at > ttl_s
         previous[session] = (u, at)
-    total = reduce(add, (u.usage for u in usages), Usage())
+    total = reduce(add, usages, Usage())
     return PlacementRow(
         policy=policy,
         model=model,
         requests=len(logged),
-        read=total.cache_read_tokens,
-        write_5m=total.cache_write_5m_tokens,
-        write_1h=total.cache_write_1h_tokens,
-        uncached=total.input_tokens,
-        output=total.output_tokens,
+        usage=total,
         cost_usd=cost(total, model),
         misses=misses,
         expired_misses=expired,
@@ -364,9 +363,11 @@ def placement_table(rows: Sequence[PlacementRow]) -> str:
     base = rows[0].cost_usd if rows else 0.0
     for r in rows:
         change = f"{(r.cost_usd / base - 1):+.1%}" if base else "—"
+        u = r.usage
         lines.append(
-            f"| {r.policy} | {r.requests:,} | {r.read:,} | {r.write_5m:,} | {r.write_1h:,} "
-            f"| {r.uncached:,} | {r.hit_ratio:.1%} | {r.misses} ({r.expired_misses}) "
+            f"| {r.policy} | {r.requests:,} | {u.cache_read_tokens:,} "
+            f"| {u.cache_write_5m_tokens:,} | {u.cache_write_1h_tokens:,} "
+            f"| {u.input_tokens:,} | {r.hit_ratio:.1%} | {r.misses} ({r.expired_misses}) "
             f"| ${r.cost_usd:.4f} | {change} |"
         )
     return "\n".join(lines) + "\n"

@@ -26,18 +26,18 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..cache import TTL, TTL_SECONDS
-from . import bounded_json
-from .segments import SegmentChain
-from .traces import (
+from ...cache import TTL, TTL_SECONDS
+from . import (
     RecordedUsage,
     Trace,
     TraceFormatError,
     TraceRequest,
     WarmEntry,
+    bounded_json,
     trace_lines,
     unix_micros,
 )
+from .segments import SegmentChain
 
 # The smallest prompt prefix Anthropic caches (Sonnet and Opus; Haiku needs 2,048): a shorter
 # first read is not taken as a shared system prefix.

@@ -4,8 +4,8 @@ a trace that carries the provider's recorded usage, the calibration (the `as_rec
 beside the real usage) as a third table and a fourth figure.
 
 `sessiongen experiment warming` is a thin shell over `run_warming_experiment`: the numbers come
-from `warming.report` and the figures from `warming.plots`, so a notebook calling either gets
-the same ones. Costs are prompt costs (output tokens excluded; see `warming.report`).
+from `warming.study.report` and the figures from `warming.study.plots`, so a notebook calling either gets
+the same ones. Costs are prompt costs (output tokens excluded; see `warming.study.report`).
 """
 
 from __future__ import annotations
@@ -14,16 +14,18 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..cache import TTL
-from . import plots, saved
-from .calibration import calibrate, has_recorded_usage
-from .policies import (
+from ...cache import TTL
+from ..policies import (
     DEFAULT_MODEL,
     DEFAULT_POLICY,
     Learned,
     Tracking,
     reference_policies,
+    saved,
 )
+from ..traces import Trace
+from . import plots
+from .calibration import calibrate, has_recorded_usage
 from .report import (
     IntervalRow,
     PolicyTable,
@@ -34,7 +36,6 @@ from .report import (
     sweep_interval_grid,
     write_csv,
 )
-from .traces import Trace
 
 SWEEPS: tuple[tuple[TTL, float], ...] = (("5m", 1800.0), ("1h", 7200.0))
 """The interval sweeps: each TTL with how long (seconds) pings go on after a request."""
@@ -109,9 +110,9 @@ def run_warming_experiment(
     three PNGs into `out_dir` (created if missing); with recorded usage also
     `calibration.csv` and `calibration.png` (on the whole trace: calibration fits nothing).
     `fit_fraction` 0 prices the whole trace with unfitted policies. `save_policy` writes the
-    default policy there, fitted on the whole trace (`warming.saved`): the held-back figures
+    default policy there, fitted on the whole trace (`warming.policies.saved`): the held-back figures
     say how well fitting does on data it has not seen. `progress` is called with each step's
-    name before it runs. The replays are tasks of `executor` (`warming.shards.replay_policies`).
+    name before it runs. The replays are tasks of `executor` (`warming.study.shards.replay_policies`).
 
     Raises ValueError for a trace without requests or prompt tokens (no ratio to the optimum
     exists) or a fraction outside [0, 1), PlotsUnavailable without matplotlib and OSError

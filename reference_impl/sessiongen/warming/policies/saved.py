@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import bounded_json
-from .policies import Learned, Tracking
+from ..traces import bounded_json
+from . import Learned, Tracking
 
 FORMAT = "sessiongen-warming-policy"
 VERSION = 1

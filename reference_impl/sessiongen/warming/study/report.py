@@ -21,10 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cache import TTL, TTL_SECONDS
-from .calibration import Calibration, calibrate, has_recorded_usage
-from .offline_optimum import Optimum, lower_bound, optimum
-from .policies import (
+from ...cache import TTL, TTL_SECONDS
+from ..policies import (
     DEFAULT_MODEL,
     DEFAULT_POLICY,
     PING_MARGIN,
@@ -33,9 +31,11 @@ from .policies import (
     Policy,
     reference_policies,
 )
+from ..policies.trace_replay import PreparedTrace, ReplayResult
+from ..traces import Trace
+from .calibration import Calibration, calibrate, has_recorded_usage
+from .offline_optimum import Optimum, lower_bound, optimum
 from .shards import replay_policies
-from .trace_replay import PreparedTrace, ReplayResult
-from .traces import Trace
 
 REFERENCE_ROWS = ("no_cache", "5m", "1h", "optimum", "lower_bound")
 """Rows every policy table has: the three fixed TTL choices and the two yardsticks."""
@@ -149,7 +149,7 @@ def compare_policies(
     `AsRecorded` policy is given) with its `real_` columns, and the table its calibration.
     `part` names the part of a split trace `trace` is (`PARTS`), and `fitted_sessions` how
     many sessions before it the learning policies were fitted on (`fit_policies`). The
-    policies replay as tasks of `executor` (`warming.shards.replay_policies`)."""
+    policies replay as tasks of `executor` (`warming.study.shards.replay_policies`)."""
     if part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     prepared = PreparedTrace.of(trace)

@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cache import (
+from ...cache import (
     LOOKBACK_WINDOW,
     TTL,
     TTL_SECONDS,
@@ -52,9 +52,9 @@ from ..cache import (
     get_model,
     token_counts,
 )
-from ..cache.store import CompiledBlocks, compile_blocks
+from ...cache.store import CompiledBlocks, compile_blocks
+from ..traces import Trace
 from .decision import DEFAULT_MODEL, Decision, Fixed, History, Policy
-from .traces import Trace
 
 FlatBlocks = tuple[tuple[str, int, TTL | None], ...]
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
@@ -88,7 +88,7 @@ class PreparedTrace:
     (`Trace.warm`), each as flattened blocks ending at its breakpoint; a replay puts them in
     the cache, unbilled, just before that request."""
     origin: tuple[int, ...] | None = None
-    """For a part of a trace (`warming.shards`): each request's index in the whole trace,
+    """For a part of a trace (`warming.study.shards`): each request's index in the whole trace,
     what `History.index` tells a policy, so an offline policy built on the whole trace reads
     its own rows. None: the indices are this trace's own."""
     _compiled: dict[tuple[TTL | None, bool], tuple[CompiledBlocks, ...]] = field(

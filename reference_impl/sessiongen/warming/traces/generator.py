@@ -11,8 +11,8 @@ import math
 import random
 from dataclasses import dataclass
 
+from . import Trace, TraceRequest
 from .segments import SegmentChain
-from .traces import Trace, TraceRequest
 
 
 @dataclass(frozen=True, slots=True)

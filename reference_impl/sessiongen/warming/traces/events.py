@@ -46,8 +46,7 @@ from pydantic import (
     model_validator,
 )
 
-from .segments import SegmentChain
-from .traces import (
+from . import (
     RecordedUsage,
     Trace,
     TraceFormatError,
@@ -55,6 +54,7 @@ from .traces import (
     trace_lines,
     unix_micros,
 )
+from .segments import SegmentChain
 
 if TYPE_CHECKING:
     import pyarrow as pa

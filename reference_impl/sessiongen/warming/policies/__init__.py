@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..cache import TTL, TTL_SECONDS, get_model
+from ...cache import TTL, TTL_SECONDS, get_model
+from ..traces import Trace, TraceRequest
 from .decision import (
     _TTLS as _TTLS,
 )
@@ -55,7 +56,6 @@ from .decision import (
     _Rates as _Rates,
 )
 from .trace_replay import replay
-from .traces import Trace, TraceRequest
 
 
 def no_cache() -> Fixed:
@@ -331,7 +331,7 @@ class Learned(_Base):
         return self
 
     def state(self) -> dict[str, Any]:
-        """What `fit` learnt, as JSON-ready data (`warming.saved`)."""
+        """What `fit` learnt, as JSON-ready data (`warming.policies.saved`)."""
         return {"done": self._fitted_done, "closed": self._fitted_closed}
 
     def load_state(self, state: dict[str, Any]) -> Learned:
@@ -702,7 +702,7 @@ class Tracking(_Base):
         return self
 
     def state(self) -> dict[str, Any]:
-        """What `fit` learnt, as JSON-ready data (`warming.saved`)."""
+        """What `fit` learnt, as JSON-ready data (`warming.policies.saved`)."""
         return {
             "experts": list(self.expert_names),
             "min_history": self._min_history,

@@ -15,7 +15,7 @@ from typing import Self
 
 from pydantic import ValidationError
 
-from ..cache import MAX_BREAKPOINTS, TTL
+from ...cache import MAX_BREAKPOINTS, TTL
 from . import bounded_json
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .._choices import TRACE_FORMATS
-from .._choices import TraceFormat as TraceFormat
-from . import bounded_json
+from ..._choices import TRACE_FORMATS
+from ..._choices import TraceFormat as TraceFormat
+from . import Trace, TraceFormatError, bounded_json
 from .events import load_events
 from .mooncake import load_mooncake
-from .traces import Trace, TraceFormatError
 from .transcripts import load_claude_code, load_opencode
 
 _LOADERS: dict[TraceFormat, Callable[[Path, str | None], Trace]] = {

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..cache import TTL, TTL_SECONDS, price
-from .traces import TraceRequest
+from ...cache import TTL, TTL_SECONDS, price
+from ..traces import TraceRequest
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
@@ -81,7 +81,7 @@ class _Base:
     online: bool = True
     ping_may_rewrite: bool = False
     shardable: bool = True
-    """Whether a replay may split the trace by session (`warming.shards`): False for a
+    """Whether a replay may split the trace by session (`warming.study.shards`): False for a
     policy whose decisions depend on other sessions' requests (one that learns)."""
 
     def reset(self) -> None:

@@ -1,4 +1,4 @@
-"""The warming experiment's figures, drawn from `warming.report`'s rows so the CLI (`sessiongen
+"""The warming experiment's figures, drawn from `warming.study.report`'s rows so the CLI (`sessiongen
 experiment warming`) and the notebooks show the same numbers.
 
 Each function returns a `matplotlib.figure.Figure` on the Agg canvas: no pyplot, so no global
@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..cache import TTL_SECONDS
+from ...cache import TTL_SECONDS
 from .calibration import CalibrationRow
 from .report import IntervalRow, PolicyRow
 

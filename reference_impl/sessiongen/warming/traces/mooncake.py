@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .traces import Trace, TraceFormatError, TraceRequest, trace_lines
+from . import Trace, TraceFormatError, TraceRequest, trace_lines
 
 BLOCK_TOKENS = 512
 
@@ -31,7 +31,8 @@ class _Line(BaseModel):
 def shared_mooncake_dir() -> Path:
     """Where the project's copy of the Mooncake traces lives when present: `../shared/data/
     mooncake` beside the repository (never committed into it)."""
-    repo_root = Path(__file__).resolve().parents[3]
+    package = next(p for p in Path(__file__).resolve().parents if p.name == "sessiongen")
+    repo_root = package.parents[1]  # the package sits in <repo>/reference_impl/
     return repo_root.parent / "shared" / "data" / "mooncake"
 
 

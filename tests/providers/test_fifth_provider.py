@@ -15,6 +15,7 @@ from types import ModuleType
 import pytest
 from sessiongen._demo import run_demo
 from sessiongen._probe import Prompt, make_driver
+from sessiongen.agents.wire import read_call
 from sessiongen.catalog import ModelInfo, added_model
 from sessiongen.emulator import BackgroundServer, EmulatorState
 from sessiongen.emulator.client import inprocess_llm
@@ -29,15 +30,29 @@ FOLDER = ("__init__.py", "wire.py", "counting.py", *(f"{part}.py" for part in PA
 counter, and its parts found by name (SDK adapter, emulator routes, probe driver)."""
 
 
+EMULATOR_PART = (
+    "PATH_PREFIXES",
+    "router",
+    "connect",
+    "logged_blocks",
+    "logged_model",
+    "logged_tool_names",
+    "logged_texts",
+)
+"""What a provider's emulator part defines: its routes, its adapter on the emulator, and how
+its logged requests read (the agents' reports)."""
+PROBE_PART = ("driver", "sdk_client")
+
+
 def test_each_provider_is_one_folder_of_the_same_parts() -> None:
     for provider in PROVIDERS:
         module = sys.modules[provider.package]
         folder = Path(str(module.__file__)).parent
         assert sorted(p.name for p in folder.glob("*.py")) == sorted(FOLDER), provider.name
         emulator, probe = provider.part("emulator"), provider.part("probe")
-        for name in ("router", "connect", "logged_blocks", "PATH_PREFIXES"):
+        for name in EMULATOR_PART:
             assert hasattr(emulator, name), (provider.name, name)
-        for name in ("driver", "sdk_client"):
+        for name in PROBE_PART:
             assert hasattr(probe, name), (provider.name, name)
 
 
@@ -176,6 +191,18 @@ ACME = {
             return []
 
 
+        def logged_model(path, body):
+            return body["model"]
+
+
+        def logged_tool_names(body):
+            return []
+
+
+        def logged_texts(body):
+            return body["system"], body["turns"][-1]["text"] if body["turns"] else ""
+
+
         async def connect(app, state, stack, *, base_url, api_key, max_retries):
             return AcmeClient(asgi_http(app, base_url), max_retries=max_retries)
     """,
@@ -264,6 +291,10 @@ async def test_a_fifth_provider_is_counted_served_and_driven(acme: ModuleType) -
     (logged,) = state.requests()
     assert logged["provider"] == "acme" and logged["path"] == "/acme/v1/complete"
     assert logged["usage"] == {"prompt": expected, "completion": 2}
+    # The agents' reports read its logged requests.
+    call = read_call(logged)
+    assert call.model == "acme-1" and call.usage.input_tokens == expected
+    assert call.texts() == ("Be brief.", "Hello, Acme. " * 20) and call.tool_names() == []
     # Parity reads its body layout.
     view = WireRequest(acme.wire.lower_request(request), {}, None, "acme").view()
     assert view.settings["system"] == "Be brief." and len(view.blocks) == 1

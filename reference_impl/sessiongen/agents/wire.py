@@ -4,7 +4,6 @@ cache applied, so a shared prefix here is a shared prefix there) and its usage b
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +11,6 @@ from typing import Any
 from ..cache import FlatBlock
 from ..llm.types import Usage
 from ..providers import PROVIDERS, Provider
-from ..providers.gemini.counting import declarations_of
-
-_GEMINI_PATH = re.compile(r"/models/(?P<model>[^/:]+):")
-_BEDROCK_PATH = re.compile(r"/model/(?P<model>[^/]+)/converse")
 
 
 @dataclass(frozen=True)
@@ -84,13 +79,8 @@ def shared_prefix_tokens(a: Sequence[FlatBlock], b: Sequence[FlatBlock]) -> int:
 
 
 def _model(provider: str, path: str, body: Mapping[str, Any]) -> str:
-    if provider == "gemini":
-        found = _GEMINI_PATH.search(path)
-        return found["model"] if found else ""
-    if provider == "bedrock":
-        found = _BEDROCK_PATH.search(path)
-        return found["model"] if found else ""
-    return str(body.get("model") or "")
+    model: str = _provider(provider).part("emulator").logged_model(path, body)
+    return model
 
 
 def _blocks(provider: str, path: str, model: str, body: Mapping[str, Any]) -> list[FlatBlock]:
@@ -110,53 +100,11 @@ def _provider(name: str) -> Provider:
 
 
 def _tool_names(provider: str, body: Mapping[str, Any]) -> list[str]:
-    if provider == "gemini":
-        return [str(d.get("name")) for d in declarations_of(body)]
-    if provider == "bedrock":
-        tools = (body.get("toolConfig") or {}).get("tools") or []
-        return [str((t.get("toolSpec") or {}).get("name")) for t in tools if "toolSpec" in t]
-    tools = list(body.get("tools") or [])
-    if provider == "openai" and isinstance(body.get("input"), list):
-        # Responses: tools added mid-thread in `additional_tools` items count too.
-        for item in body["input"]:
-            if isinstance(item, Mapping) and item.get("type") == "additional_tools":
-                tools += item.get("tools") or []
-    names: list[str] = []
-    for tool in tools:
-        if tool.get("type") == "namespace":
-            names += [str(inner.get("name")) for inner in tool.get("tools") or []]
-            continue
-        name = tool.get("name") or (tool.get("function") or {}).get("name")
-        if name:
-            names.append(str(name))
+    names: list[str] = _provider(provider).part("emulator").logged_tool_names(body)
     return names
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Mapping):
-        return str(content.get("text") or "")
-    if isinstance(content, list):
-        return "\n".join(_text_of(part) for part in content)
-    return ""
 
 
 def _texts(call: WireCall) -> tuple[str, str]:
     """The call's system prompt and its last user text, whatever the provider."""
-    body = call.body
-    if call.provider == "gemini":
-        system = _text_of((body.get("systemInstruction") or {}).get("parts"))
-        users = [c for c in body.get("contents") or [] if c.get("role", "user") == "user"]
-        return system, _text_of(users[-1].get("parts")) if users else ""
-    if call.provider == "openai":
-        items = body.get("input") if "input" in body else body.get("messages")
-        items = [items] if isinstance(items, str) else items or []
-        system = str(body.get("instructions") or "") + "\n".join(
-            _text_of(i.get("content")) for i in items if i.get("role") in ("system", "developer")
-        )
-        users = [i for i in items if isinstance(i, Mapping) and i.get("role") == "user"]
-        return system, _text_of(users[-1].get("content")) if users else ""
-    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
-    last = _text_of(users[-1].get("content")) if users else ""
-    return _text_of(body.get("system")), last
+    texts: tuple[str, str] = _provider(call.provider).part("emulator").logged_texts(call.body)
+    return texts

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -16,6 +17,7 @@ from ...cache import FlatBlock, flatten_request
 from ...emulator.client import asgi_http
 from ...emulator.errors import APIError, error_response, invalid_request
 from ...emulator.intake import Arrival
+from ...emulator.logged import messages_texts, tool_names
 from ...emulator.responder import build_reply, offered_tools
 from ...emulator.state import EmulatorState
 from ...emulator.streaming import INVALID_BODY, RESET_MESSAGE, SSEResponse, message_events
@@ -156,3 +158,18 @@ async def _handle(
     if fault is not None and fault.kind == "invalid-body":
         return Response(INVALID_BODY, media_type="application/json", headers=extra_headers)
     return JSONResponse(message, headers=extra_headers)
+
+
+def logged_model(path: str, body: Mapping[str, Any]) -> str:
+    """The model a logged Messages request named."""
+    return str(body.get("model") or "")
+
+
+def logged_tool_names(body: Mapping[str, Any]) -> list[str]:
+    """The tools a logged Messages request offered."""
+    return tool_names(body.get("tools") or [])
+
+
+def logged_texts(body: Mapping[str, Any]) -> tuple[str, str]:
+    """A logged Messages request's system prompt and last user text."""
+    return messages_texts(body)

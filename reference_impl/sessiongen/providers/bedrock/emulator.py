@@ -16,6 +16,7 @@ import base64
 import binascii
 import contextlib
 import json
+import re
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
@@ -30,6 +31,7 @@ from ...catalog import UnknownModel, get_model, unknown_model_hint
 from ...emulator.boundary import CONVERSE, first_error
 from ...emulator.errors import APIError
 from ...emulator.intake import Arrival
+from ...emulator.logged import messages_texts
 from ...emulator.responder import build_reply, offered_tools
 from ...emulator.server import BackgroundServer
 from ...emulator.state import EmulatorState
@@ -472,3 +474,23 @@ async def connect(
         aws_secret_access_key=api_key,
         max_retries=max_retries,
     )
+
+
+_MODEL_IN_PATH = re.compile(r"/model/(?P<model>[^/]+)/converse")
+
+
+def logged_model(path: str, body: Mapping[str, Any]) -> str:
+    """The model a logged Converse request named (in its path)."""
+    found = _MODEL_IN_PATH.search(path)
+    return found["model"] if found else ""
+
+
+def logged_tool_names(body: Mapping[str, Any]) -> list[str]:
+    """The tools a logged Converse request offered (`toolConfig.tools[].toolSpec`)."""
+    tools = (body.get("toolConfig") or {}).get("tools") or []
+    return [str((t.get("toolSpec") or {}).get("name")) for t in tools if "toolSpec" in t]
+
+
+def logged_texts(body: Mapping[str, Any]) -> tuple[str, str]:
+    """A logged Converse request's system prompt and last user text."""
+    return messages_texts(body)

@@ -44,6 +44,7 @@ from ...cache import FlatBlock, ImplicitRule
 from ...catalog import ModelInfo, UnknownModel, get_model, unknown_model_hint
 from ...emulator.boundary import CACHED_CONTENT, GENERATE, first_error
 from ...emulator.intake import Arrival
+from ...emulator.logged import text_of
 from ...emulator.responder import THINKING_SIGNATURE, build_reply, schema_instance
 from ...emulator.state import EmulatorState, FaultSpec, ScriptedResponse
 from ...llm._adapter import ProviderAdapter
@@ -791,3 +792,24 @@ async def connect(
     return GeminiLLMClient(
         api_key=api_key, base_url=base_url, http_client=http, max_retries=max_retries
     )
+
+
+_MODEL_IN_PATH = re.compile(r"/models/(?P<model>[^/:]+):")
+
+
+def logged_model(path: str, body: Mapping[str, Any]) -> str:
+    """The model a logged generateContent request named (in its path)."""
+    found = _MODEL_IN_PATH.search(path)
+    return found["model"] if found else ""
+
+
+def logged_tool_names(body: Mapping[str, Any]) -> list[str]:
+    """The function declarations a logged request offered."""
+    return [str(d.get("name")) for d in declarations_of(body)]
+
+
+def logged_texts(body: Mapping[str, Any]) -> tuple[str, str]:
+    """A logged request's system instruction and last user text."""
+    system = text_of((body.get("systemInstruction") or {}).get("parts"))
+    users = [c for c in body.get("contents") or [] if c.get("role", "user") == "user"]
+    return system, text_of(users[-1].get("parts")) if users else ""

@@ -54,6 +54,7 @@ from ...catalog import unknown_model_hint
 from ...emulator.boundary import CHAT, RESPONSES, Violation, first_error
 from ...emulator.client import asgi_http
 from ...emulator.intake import Arrival
+from ...emulator.logged import text_of, tool_names
 from ...emulator.responder import allowed_reply, default_text, fit, schema_instance
 from ...emulator.state import EmulatorState, ScriptedResponse
 from ...llm._adapter import ProviderAdapter
@@ -770,3 +771,31 @@ async def connect(
         http_client=asgi_http(app, base_url),
         max_retries=max_retries,
     )
+
+
+def logged_model(path: str, body: Mapping[str, Any]) -> str:
+    """The model a logged Chat Completions or Responses request named."""
+    return str(body.get("model") or "")
+
+
+def logged_tool_names(body: Mapping[str, Any]) -> list[str]:
+    """The tools a logged request offered; on Responses, those added mid-thread in
+    `additional_tools` items too."""
+    tools = list(body.get("tools") or [])
+    if isinstance(body.get("input"), list):
+        for item in body["input"]:
+            if isinstance(item, Mapping) and item.get("type") == "additional_tools":
+                tools += item.get("tools") or []
+    return tool_names(tools)
+
+
+def logged_texts(body: Mapping[str, Any]) -> tuple[str, str]:
+    """A logged request's system prompt (instructions and system or developer messages) and
+    last user text."""
+    items = body.get("input") if "input" in body else body.get("messages")
+    items = [items] if isinstance(items, str) else items or []
+    system = str(body.get("instructions") or "") + "\n".join(
+        text_of(i.get("content")) for i in items if i.get("role") in ("system", "developer")
+    )
+    users = [i for i in items if isinstance(i, Mapping) and i.get("role") == "user"]
+    return system, text_of(users[-1].get("content")) if users else ""

@@ -218,11 +218,8 @@ def cheapest_model(provider: Provider) -> str:
     if not models:
         raise ProbeError(f"no catalogued model for {provider}")
     best = min(models, key=lambda m: get_model(m).min_cacheable_tokens * _worst_price(m))
-    if provider == "bedrock":  # Converse wants an inference profile for these models
-        info = get_model(best)
-        profile = next((a for a in info.aliases if a.startswith("us.")), None)
-        return profile or best
-    return best
+    model_id: str = PROVIDERS[provider].part("probe").model_id(best)
+    return model_id
 
 
 def worst_case_cost(

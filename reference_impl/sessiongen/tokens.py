@@ -178,8 +178,7 @@ def text_scale(model: str) -> float:
     1 elsewhere). For sizing a text to a token count, as the emulator will bill it."""
 
     info = get_model(model)
-    provider = "gemini" if info.provider == "gemini" else None
-    scale = float(token_section(provider, True).get("text_scale", 1.0)) if provider else 1.0
+    scale = float((token_facts().get(info.provider) or {}).get("text_scale", 1.0))
     return info.token_multiplier * scale
 
 

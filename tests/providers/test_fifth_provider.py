@@ -41,7 +41,7 @@ EMULATOR_PART = (
 )
 """What a provider's emulator part defines: its routes, its adapter on the emulator, and how
 its logged requests read (the agents' reports)."""
-PROBE_PART = ("driver", "sdk_client")
+PROBE_PART = ("driver", "sdk_client", "model_id")
 
 
 def test_each_provider_is_one_folder_of_the_same_parts() -> None:
@@ -235,6 +235,10 @@ ACME = {
 
         def driver(base_url, api_key, *, emulator, guard):
             return Driver(sdk_client(guard, base_url), base_url)
+
+
+        def model_id(model):
+            return model
     """,
 }
 

@@ -94,3 +94,8 @@ def sdk_client(guard: Guard, base_url: str | None, **credentials: Any) -> Any:
 def driver(base_url: str | None, api_key: str | None, *, emulator: bool, guard: Guard) -> Driver:
     """The driver `sessiongen._probe.make_driver` asks for."""
     return Driver(base_url, required_key("anthropic", api_key, emulator=emulator), guard)
+
+
+def model_id(model: str) -> str:
+    """The id the API takes for a catalogued model: the catalog's own."""
+    return model

@@ -26,6 +26,7 @@ from ..._probe import (
     roles,
     status_error,
 )
+from ...catalog import get_model
 from ...llm.types import Usage
 from .wire import usage_from_bedrock
 
@@ -151,3 +152,10 @@ def sdk_client(guard: Guard, base_url: str | None, **credentials: Any) -> Any:
 def driver(base_url: str | None, api_key: str | None, *, emulator: bool, guard: Guard) -> Driver:
     """The driver `sessiongen._probe.make_driver` asks for."""
     return Driver(base_url, api_key, emulator and api_key is None, guard)
+
+
+def model_id(model: str) -> str:
+    """The id Converse takes for a catalogued model: its US inference profile where the
+    catalog lists one (these models answer only through a profile), else the model's id."""
+    info = get_model(model)
+    return next((a for a in info.aliases if a.startswith("us.")), model)

@@ -127,7 +127,72 @@ SELECTIONS: dict[str, tuple[str, ...]] = {
             " test_transcripts_real.py test_transcripts_usage.py"
         ).split()
     ),
+    # The package, every provider's folder (record, wire, counter, adapter, emulator routes,
+    # probe driver): the tests that import `sessiongen.providers` or run a provider through
+    # its SDK, counting and wire tests first (`-x` stops at the first failure). Left out: the
+    # probe runs (tests/test_probe.py, probe processes against emulators on sockets, 140 s;
+    # test_probe_bedrock_key.py runs a driver in process), the policy matrix (every policy
+    # on every SDK), the alias check (CLI subprocesses) and the emulator's scale tests.
+    "providers": (
+        "tests/emulator/test_token_counting.py",
+        "tests/emulator/test_billed_tokens.py",
+        "tests/engine/test_count_per_provider.py",
+        "tests/providers/test_forced_tool_counts.py",
+        "tests/providers/test_openai.py",
+        "tests/providers/test_gemini.py",
+        "tests/providers/test_bedrock.py",
+        "tests/providers/test_openai_caching.py",
+        "tests/providers/test_gemini_caching.py",
+        "tests/providers/test_bedrock_caching.py",
+        "tests/providers/test_fifth_provider.py",
+        "tests/llm",
+        "tests/generate/test_parity_providers.py",
+        "tests/generate/test_parity.py",
+        "tests/generate/test_laws.py",
+        "tests/engine/test_overflow.py",
+        "tests/engine/test_transcript_truth.py",
+        "tests/test_demo_providers.py",
+        "tests/test_probe_bedrock_key.py",
+        "tests/agents/test_findings.py",
+        *(
+            f"tests/emulator/{name}"
+            for name in (
+                "test_thinking_fidelity.py test_codex_requests.py test_gemini_json_reply.py"
+                " test_tool_choice_none.py test_validation.py test_block_validation.py"
+                " test_model_facts.py test_catalog_clients.py test_streaming.py test_caching.py"
+                " test_invalidation.py test_implicit_cache.py test_cache_model.py"
+                " test_boundary.py test_admin.py test_faults.py test_hold.py test_request_log.py"
+                " test_script_match.py test_hostile_bodies.py test_token.py"
+                " test_background_server.py"
+            ).split()
+        ),
+    ),
+    # The byte-based counter and the token facts: the tests that import `sessiongen.tokens`
+    # and the counting tests of every provider.
+    "tokens": (
+        "tests/emulator/test_token_counting.py",
+        "tests/emulator/test_billed_tokens.py",
+        "tests/engine/test_count_per_provider.py",
+        "tests/engine/test_overflow.py",
+        "tests/providers/test_forced_tool_counts.py",
+        "tests/providers/test_fifth_provider.py",
+        "tests/llm/test_llm_layer.py",
+        "tests/agents/test_findings.py",
+        *(
+            f"tests/emulator/{name}"
+            for name in (
+                "test_invalidation.py test_block_validation.py test_thinking_fidelity.py"
+                " test_model_facts.py test_codex_requests.py test_catalog_clients.py"
+            ).split()
+        ),
+    ),
 }
+# module -> a pytest `-k` expression its selection runs under (no spaces: the command is split
+# on whitespace). The emulator's conformance tests run each case over an in-process ASGI
+# transport and again over a loopback socket; the provider modules are the routes behind
+# both, and the ASGI runs alone execute every line of them that the two do (coverage), in
+# half the time.
+KEYWORDS: dict[str, str] = {"providers": "not(loopback)", "tokens": "not(loopback)"}
 SKIP_REASON = "type annotation that is never evaluated at run time"
 SAMPLE_REASON = "not drawn for the sample (--sample)"
 COUNTED = ("mutants", "skipped", "unsampled", "killed", "timeouts", "survived", "incompetent")
@@ -222,7 +287,8 @@ def test_command(module: str, clone: Path, python: Path) -> str:
     """
     paths = [p for p in SELECTIONS[module] if (clone / p).exists()]
     deselect = "".join(f" --deselect {t}" for t in SLOW if (clone / t.split("::")[0]).exists())
-    return f"env PYTHONPATH=reference_impl {python} {PYTEST} {' '.join(paths)}{deselect}"
+    keywords = f" -k {KEYWORDS[module]}" if module in KEYWORDS else ""
+    return f"env PYTHONPATH=reference_impl {python} {PYTEST} {' '.join(paths)}{deselect}{keywords}"
 
 
 def make_clone(repo: Path, commit: str, dest: Path) -> None:

@@ -8,31 +8,17 @@ the signed request and answers it in place of the endpoint.
 
 from __future__ import annotations
 
-import json
 import os
+from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse  # type: ignore[import-untyped]
 from sessiongen._probe import BEARER_ENV, Guard
 from sessiongen.providers.bedrock.probe import Driver as BedrockDriver
 
+from tests.providers._sdk import converse_answer
+
 ENDPOINT = "https://bedrock-runtime.us-east-1.amazonaws.com"
-ANSWER = {
-    "output": {"message": {"role": "assistant", "content": [{"text": "x"}]}},
-    "stopReason": "end_turn",
-    "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
-    "metrics": {"latencyMs": 1},
-}
-
-
-class _Raw:
-    """The body botocore streams from (`AWSResponse.raw`)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def stream(self, *args: object, **kwargs: object) -> list[bytes]:
-        return [self.data]
 
 
 def test_the_api_key_signs_every_request_and_the_environment_is_restored(
@@ -45,11 +31,9 @@ def test_the_api_key_signs_every_request_and_the_environment_is_restored(
     driver = BedrockDriver(ENDPOINT, "bedrock-api-key-0123456789", False, Guard(ENDPOINT))
     sent: list[bytes | None] = []
 
-    def answer(request: object, **kwargs: object) -> AWSResponse:
-        sent.append(request.headers.get("Authorization"))  # type: ignore[attr-defined]
-        body = json.dumps(ANSWER).encode()
-        headers = {"content-type": "application/json", "content-length": str(len(body))}
-        return AWSResponse(request.url, 200, headers, _Raw(body))  # type: ignore[attr-defined]
+    def answer(request: Any, **kwargs: object) -> AWSResponse:
+        sent.append(request.headers.get("Authorization"))
+        return converse_answer(request)
 
     driver._client.meta.events.register_first("before-send.bedrock-runtime.Converse", answer)
     for _ in range(2):

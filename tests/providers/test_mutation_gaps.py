@@ -12,7 +12,6 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-import boto3  # type: ignore[import-untyped]
 import httpx
 import httpx2
 import pytest
@@ -34,7 +33,7 @@ from sessiongen.llm import (
     ToolCallContent,
 )
 from sessiongen.llm.types import TextDelta
-from sessiongen.providers.bedrock.adapter import SINGLE_ATTEMPT, BedrockLLMClient
+from sessiongen.providers.bedrock.adapter import BedrockLLMClient
 from sessiongen.providers.bedrock.probe import Driver as BedrockDriver
 from sessiongen.providers.bedrock.wire import error_for as bedrock_error_for
 from sessiongen.providers.gemini.adapter import GeminiLLMClient
@@ -62,7 +61,12 @@ from tests.llm.conftest import (
     streamed,
 )
 from tests.llm.conftest import Canned as CannedAnswer
-from tests.providers._sdk import gemini_client
+from tests.providers._sdk import (
+    bedrock_client,
+    botocore_answer,
+    converse_answer,
+    gemini_client,
+)
 
 BASE_URL = "http://emulator"
 GEMINI_3 = "gemini-3-flash-preview"
@@ -227,22 +231,6 @@ async def test_text_sent_in_a_blocks_start_event_is_streamed() -> None:
 # --- Bedrock -------------------------------------------------------------------------------
 
 BEDROCK_ENDPOINT = "http://127.0.0.1:1"
-CONVERSE_ANSWER = {
-    "output": {"message": {"role": "assistant", "content": [{"text": "x"}]}},
-    "stopReason": "end_turn",
-    "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
-    "metrics": {"latencyMs": 1},
-}
-
-
-class _Raw:
-    """The body botocore streams from (`AWSResponse.raw`)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def stream(self, *args: object, **kwargs: object) -> list[bytes]:
-        return [self.data]
 
 
 def test_the_bedrock_probe_signs_with_dummy_credentials_against_an_emulator(
@@ -261,9 +249,7 @@ def test_the_bedrock_probe_signs_with_dummy_credentials_against_an_emulator(
 
     def answer(request: Any, **kwargs: object) -> AWSResponse:
         sent.append(request.headers.get("Authorization").decode())
-        body = json.dumps(CONVERSE_ANSWER).encode()
-        headers = {"content-type": "application/json", "content-length": str(len(body))}
-        return AWSResponse(request.url, 200, headers, _Raw(body))
+        return converse_answer(request)
 
     driver._client.meta.events.register_first("before-send.bedrock-runtime.Converse", answer)
     driver._client.converse(
@@ -281,21 +267,13 @@ class _BadGateway:
 
     def __call__(self, request: Any, **kwargs: object) -> AWSResponse:
         body = b"<html><body>502 Bad Gateway</body></html>"
-        headers = {"content-type": "text/html", "content-length": str(len(body))}
-        return AWSResponse(request.url, 502, headers, _Raw(body))
+        return botocore_answer(request, 502, body, "text/html")
 
 
 async def test_a_bedrock_error_without_a_json_body_keeps_its_message_as_the_body() -> None:
     """An error answer whose body botocore cannot read into members (an HTML 502) still has
     a body on the typed error: the message it was answered with."""
-    client = boto3.client(
-        "bedrock-runtime",
-        endpoint_url=BEDROCK_ENDPOINT,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=SINGLE_ATTEMPT,
-    )
+    client = bedrock_client(BEDROCK_ENDPOINT)
     client.meta.events.register_first("before-send.bedrock-runtime", _BadGateway())
     hello = LLMMessage(role="user", content=(TextContent(text="hi"),))
     request = LLMRequest(model="anthropic.claude-sonnet-5", max_output_tokens=8, messages=(hello,))
@@ -503,9 +481,7 @@ def test_the_bedrock_probe_asks_for_the_1h_ttl_only_for_a_long_lifetime(
 
     def answer(request: Any, **kwargs: object) -> AWSResponse:
         bodies.append(json.loads(request.body))
-        data = json.dumps(CONVERSE_ANSWER).encode()
-        headers = {"content-type": "application/json", "content-length": str(len(data))}
-        return AWSResponse(request.url, 200, headers, _Raw(data))
+        return converse_answer(request)
 
     driver._client.meta.events.register_first("before-send.bedrock-runtime.Converse", answer)
     driver.send(Prompt("anthropic.claude-sonnet-5", "Be brief.", ("hi",), lifetime, False, 0))

@@ -36,6 +36,7 @@ FACTS_FILE = (
     / "tokens.json"
 )
 INTS = [float(v) for v in range(16)]
+SIGNED = [float(v) for v in range(-12, 16)]
 SCALES = [0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0]
 # section -> constant -> candidate values; the groups whose rows judge that section
 SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
@@ -48,8 +49,11 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
             "tool_use": INTS,
             "tool_result": INTS,
             "id_chars_per_token": [1.5, 2.0, 2.5, 3.0, 4.0],
+            "structured_output": [float(v) for v in range(0, 401, 10)],
+            "thinking": [float(v) for v in range(0, 81, 2)],
         },
     ),
+    "bedrock": (("bedrock",), {"request": SIGNED}),
     # Responses renders function tools as Chat does: its `tools` and `tool` are Chat's (the
     # Responses rows disagree among themselves on strict tools). OpenAI's own figures are
     # kept, not fitted: "every message follows
@@ -59,15 +63,17 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
     "openai_chat": (
         ("openai_chat",),
         {
-            **{k: INTS for k in ("tools", "tool", "tool_call", "format")},
+            **{k: SIGNED for k in ("tools", "tool", "tool_call", "format")},
             "format_scale": SCALES,
         },
     ),
     "openai_responses": (
         ("openai_responses",),
         {
-            k: INTS
+            k: SIGNED
             for k in (
+                "tools",
+                "tool",
                 "function_call",
                 "function_call_output",
                 "format",
@@ -111,12 +117,14 @@ def _error(client: TestClient, records: list[dict[str, Any]]) -> float:
     return statistics.fmean(errors) if errors else 0.0
 
 
-def fit(rounds: int = 3) -> dict[str, dict[str, float]]:
+def fit(rounds: int = 3, sections: tuple[str, ...] = tuple(SEARCH)) -> dict[str, dict[str, float]]:
     records = [r for r in ta.load() if not ta.held_back(r)]
     facts = token_facts()  # the cached dict the counter reads: changed in place here
     fitted: dict[str, dict[str, float]] = {}
     with ta._unretired(), TestClient(create_app(EmulatorState())) as client:
         for section, (groups, space) in SEARCH.items():
+            if section not in sections:
+                continue
             rows = [r for r in records if _group(r) in groups]
             for _ in range(rounds):
                 for key, candidates in space.items():
@@ -134,8 +142,11 @@ def fit(rounds: int = 3) -> dict[str, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--write", action="store_true", help="store them in tokens.json")
+    parser.add_argument(
+        "--sections", default=",".join(SEARCH), help="comma-separated sections to fit"
+    )
     args = parser.parse_args()
-    fitted = fit()
+    fitted = fit(sections=tuple(args.sections.split(",")))
     if args.write:
         data = json.loads(FACTS_FILE.read_text(encoding="utf-8"))
         for section, values in fitted.items():

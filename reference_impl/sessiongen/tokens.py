@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 from ._media_size import decode_base64_prefix, image_size, pdf_pages
 from .catalog import get_model
@@ -43,6 +44,37 @@ def count_text_tokens(text: str) -> int:
     """Tokens of a text: ceil(utf8 bytes / 4)."""
     size = len(text.encode("utf-8"))
     return (size + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
+
+
+BPE_ENCODINGS = frozenset({"o200k_base", "cl100k_base"})
+"""The byte-pair encodings counted exactly, offline (`bpe-openai` ships their tables)."""
+
+
+class _Encoding(Protocol):
+    """What the counter uses of a `bpe_openai.Encoding` (the package ships no type hints)."""
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+@cache
+def _bpe(encoding: str) -> _Encoding:
+    # Loaded once per process, on first use, and never changed: a read-only table (0.1 s),
+    # like the token facts below. Imported here, not at the top: bpe-openai 0.1 reads its
+    # tables with a deprecated importlib call at import time, whose warning is its own.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai  # type: ignore[import-untyped]
+
+        table: _Encoding = bpe_openai.get_encoding(encoding)
+        return table
+
+
+def count_bpe_tokens(text: str, encoding: str = "o200k_base") -> int:
+    """Tokens of a text under an OpenAI byte-pair encoding, exactly as OpenAI's tokenizer
+    splits it (special-token spellings in the text count as ordinary text)."""
+    if encoding not in BPE_ENCODINGS:
+        raise ValueError(f"encoding must be one of {sorted(BPE_ENCODINGS)}, got {encoding!r}")
+    return len(_bpe(encoding).encode_ordinary(text)) if text else 0
 
 
 def canonical_json(value: Any) -> str:
@@ -151,6 +183,9 @@ _SCALE_KEYS = frozenset({"text_scale", "schema_scale", "format_scale"})
 # The framing constants of each section (template tokens; `framing=False` drops them).
 _FRAMING_KEYS = frozenset(
     {
+        "structured_output",
+        "thinking",
+        "tools_system",
         "message",
         "system",
         "tool",

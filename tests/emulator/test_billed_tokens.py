@@ -26,6 +26,7 @@ from sessiongen._media_size import audio_seconds, image_size, pdf_pages, video_s
 from sessiongen.cache import get_model, list_models
 from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.providers.anthropic.counting import count_model_body_tokens
+from sessiongen.providers.bedrock.counting import request_overhead
 from sessiongen.providers.gemini.counting import (
     gemini_image_tokens,
     gemini_media_tokens,
@@ -36,7 +37,11 @@ from sessiongen.providers.openai.counting import (
     openai_image_tokens,
     openai_responses_positions,
 )
-from sessiongen.tokens import anthropic_image_tokens, count_text_tokens, token_facts
+from sessiongen.tokens import (
+    anthropic_image_tokens,
+    count_bpe_tokens,
+    token_facts,
+)
 
 from .conftest import MODEL, Emu, user
 
@@ -277,19 +282,20 @@ async def test_bedrock_images_and_documents_are_accepted_and_billed_like_claude(
     assert response.status_code == 200, response.text
     per_page = token_facts()["anthropic"]["pdf_page_tokens"]
     framing = token_facts()["anthropic"]["message"]
-    assert response.json()["usage"]["inputTokens"] == 2 + 54 + per_page + framing
+    overhead = request_overhead()  # Bedrock's own, on every Converse request
+    assert response.json()["usage"]["inputTokens"] == 2 + 54 + per_page + framing + overhead
 
 
 # --- OpenAI --------------------------------------------------------------------------------
 
 
 def test_openai_chat_messages_carry_their_framing() -> None:
-    """ "every message follows <|start|>{role/name}\\n{content}<|end|>\\n" (3 tokens) and
-    "every reply is primed with <|start|>assistant<|message|>" (3), openai-cookbook "How to
-    count tokens with tiktoken"."""
+    """ "every message follows <|start|>{role/name}\\n{content}<|end|>\\n" (3 tokens and the
+    role's) and "every reply is primed with <|start|>assistant<|message|>" (3), openai-cookbook
+    "How to count tokens with tiktoken"; texts by the model's encoding."""
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
-    assert sum(openai_chat_positions(body)) == 3 + count_text_tokens("hi") + 3
-    assert sum(openai_chat_positions(body, framing=False)) == count_text_tokens("hi")
+    assert sum(openai_chat_positions(body)) == 3 + count_bpe_tokens("user") + 1 + 3
+    assert sum(openai_chat_positions(body, framing=False)) == count_bpe_tokens("hi")
 
 
 def test_openai_image_tokens_follow_the_vision_guide() -> None:
@@ -305,14 +311,15 @@ def test_a_chat_image_part_is_billed_by_its_pixels() -> None:
     url = "data:image/png;base64," + b64(png(1024, 1024)) + "A" * 100_000
     part = {"type": "image_url", "image_url": {"url": url}}
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": [part]}]}
-    assert sum(openai_chat_positions(body)) == 3 + 765 + 3
+    assert sum(openai_chat_positions(body)) == 3 + 1 + 765 + 3  # 1: the role, "user"
 
 
 def test_responses_drop_the_reasoning_of_earlier_turns() -> None:
     """ "reasoning items from previous turns are discarded" from the context (OpenAI
     reasoning guide): an earlier turn's reasoning item costs nothing, however long; the
     current turn's (after the last user message, in a tool loop) is kept."""
-    reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "z" * 4000}]}
+    summary = "The user asks a question; answer it. " * 100
+    reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": summary}]}
     earlier = {
         "model": "gpt-5",
         "input": [
@@ -325,9 +332,9 @@ def test_responses_drop_the_reasoning_of_earlier_turns() -> None:
     without = {**earlier, "input": [i for i in earlier["input"] if i is not reasoning]}
     assert sum(openai_responses_positions(earlier)) == sum(openai_responses_positions(without))
     current = {**earlier, "input": [*earlier["input"], reasoning]}
-    assert (
-        sum(openai_responses_positions(current)) == sum(openai_responses_positions(without)) + 1000
-    )
+    assert sum(openai_responses_positions(current)) == sum(
+        openai_responses_positions(without)
+    ) + count_bpe_tokens(summary)
 
 
 # --- Gemini --------------------------------------------------------------------------------
@@ -337,10 +344,13 @@ def test_gemini_media_tokens_follow_the_token_guide() -> None:
     """ "image inputs with both dimensions <=384 pixels are counted as 258 tokens. Images
     larger in one or both dimensions are cropped and scaled as needed into tiles ..., each
     counted as 258 tokens"; "Video ... 263 tokens per second"; "Audio ... 32 tokens per
-    second" (ai.google.dev/gemini-api/docs/tokens)."""
-    assert gemini_image_tokens(384, 300, "gemini-2.5-flash") == 258
-    assert gemini_image_tokens(1024, 1024, "gemini-2.5-flash") % 258 == 0
-    assert gemini_image_tokens(1024, 1024, "gemini-2.5-flash") > 258
+    second" (ai.google.dev/gemini-api/docs/tokens): the tiling of Gemini 2.0. Gemini 2.5
+    bills one image 258 whatever its size (its `promptTokensDetails`: a 640x480 image, 258)."""
+    assert gemini_image_tokens(384, 300, "gemini-2.0-flash") == 258
+    assert gemini_image_tokens(1024, 1024, "gemini-2.0-flash") % 258 == 0
+    assert gemini_image_tokens(1024, 1024, "gemini-2.0-flash") > 258
+    assert gemini_image_tokens(640, 480, "gemini-2.5-flash") == 258
+    assert gemini_image_tokens(1024, 1024, "gemini-2.5-pro") == 258
     assert gemini_media_tokens("video/mp4", b64(mp4(10)), "gemini-2.5-flash") == 2630
     assert gemini_media_tokens("audio/wav", b64(wav(3.0)), "gemini-2.5-flash") == 96
 
@@ -497,4 +507,4 @@ def test_an_openai_pdf_file_part_is_billed_per_page() -> None:
     part = {"type": "file", "file": {"filename": "a.pdf", "file_data": b64(pdf) + "A" * 9_000}}
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": [part]}]}
     per_page = token_facts()["openai_images"]["pdf_page_tokens"]
-    assert sum(openai_chat_positions(body)) == 3 + 2 * per_page + 3
+    assert sum(openai_chat_positions(body)) == 3 + 1 + 2 * per_page + 3  # 1: the role

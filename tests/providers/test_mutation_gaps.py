@@ -41,11 +41,14 @@ from sessiongen.providers.gemini.counting import gemini_media_tokens, gemini_sig
 from sessiongen.providers.gemini.wire import lower_request as gemini_lower_request
 from sessiongen.providers.openai.adapter import OpenAILLMClient
 from sessiongen.providers.openai.counting import (
+    TOOLS_CLOSE,
+    TOOLS_OPEN,
     openai_chat_positions,
     openai_responses_positions,
+    tool_text,
 )
 from sessiongen.providers.openai.probe import Driver as OpenAIDriver
-from sessiongen.tokens import count_json_tokens, count_text_tokens, token_facts
+from sessiongen.tokens import count_bpe_tokens, count_json_tokens, count_text_tokens, token_facts
 
 from tests.llm.conftest import (
     MESSAGE_STOP,
@@ -137,13 +140,18 @@ async def test_a_replayed_gemini_3_signature_is_billed_in_the_prompt(
 
 def test_an_untyped_property_is_rendered_as_any_in_a_chat_tool() -> None:
     """A property schema without a `type` is rendered `any` in the function's TypeScript
-    signature (`type f = (_: {x?: any,}) => any;`), counted like any other text."""
+    signature (`type f = (_: {\nx?: any,\n}) => any;`), counted like any other text."""
     facts = token_facts()["openai_chat"]
     tool = {
         "type": "function",
         "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {}}}},
     }
-    rendered = count_text_tokens("type f = (_: {x?: any,}) => any;")
+    assert tool_text("f", "", {"properties": {"x": {}}}) == (
+        "type f = (_: {\nx?: any,\n}) => any;\n\n"
+    )
+    rendered = count_bpe_tokens(
+        TOOLS_OPEN + "type f = (_: {\nx?: any,\n}) => any;\n\n" + TOOLS_CLOSE
+    )
     assert openai_chat_positions({"tools": [tool]}) == [
         facts["tool"] + rendered + facts["tools"] + facts["request"]
     ]
@@ -156,12 +164,18 @@ def _responses_tool(name: str) -> dict[str, Any]:
 
 def test_only_the_first_responses_tool_carries_the_tools_framing() -> None:
     """The tools section's framing is billed once, on the first tool: a second tool costs
-    exactly what it costs alone, less the section's and the request's framing."""
+    its own text (and per-tool framing) only; the first carries the namespace and the rest."""
     facts = token_facts()["openai_responses"]
     both = openai_responses_positions({"tools": [_responses_tool("a"), _responses_tool("b")]})
     (alone,) = openai_responses_positions({"tools": [_responses_tool("b")]})
-    assert both[1] == alone - facts["tools"] - facts["request"]
-    assert both[0] == alone  # one-letter names: the same length
+    text_b = tool_text("b", "Read a file.", _responses_tool("b")["parameters"])
+    text_a = tool_text("a", "Read a file.", _responses_tool("a")["parameters"])
+    assert both[1] == count_bpe_tokens(text_b) + facts["tool"]
+    whole = count_bpe_tokens(TOOLS_OPEN + text_a + text_b + TOOLS_CLOSE)
+    assert sum(both) == whole + facts["tools"] + 2 * facts["tool"] + facts["request"]
+    assert alone == count_bpe_tokens(TOOLS_OPEN + text_b + TOOLS_CLOSE) + (
+        facts["tools"] + facts["tool"] + facts["request"]
+    )
 
 
 async def test_a_chat_request_held_over_a_reset_is_answered_500(http: httpx.AsyncClient) -> None:

@@ -16,6 +16,7 @@ from ...tokens import (
     THINKING_KINDS,
     content_blocks,
     count_content_tokens,
+    count_json_tokens,
     count_tool_definition_tokens,
     per_chars,
     scale_tokens,
@@ -223,7 +224,52 @@ def _model_positions(
         choice = body.get("tool_choice")
         choice_type = choice.get("type") if isinstance(choice, Mapping) else None
         adjusted[0] += info.tool_prompt_tokens(choice_type)
+    if framing and adjusted:
+        adjusted[0] += hidden_prompt_tokens(body, multiplier)
     return adjusted
+
+
+def structured_output_schema(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON schema a request asks its answer to follow: `output_config.format` (or the
+    beta's top-level `output_format`) of type `json_schema`; None without one."""
+    config = body.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else None
+    fmt = fmt if isinstance(fmt, Mapping) else body.get("output_format")
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        return None
+    schema = fmt.get("schema")
+    return schema if isinstance(schema, Mapping) else {}
+
+
+def thinking_on(body: Mapping[str, Any]) -> bool:
+    """Whether the request runs with thinking: its `thinking.type`, else its model's default
+    (an unknown model: off)."""
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, Mapping) else None
+    if kind is None:
+        try:
+            kind = get_model(str(body.get("model", ""))).thinking_default
+        except UnknownModel:
+            return False
+    return kind in ("enabled", "adaptive")
+
+
+def hidden_prompt_tokens(body: Mapping[str, Any], multiplier: float = 1.0) -> int:
+    """The prompt the API adds and bills for what a request asks, beyond its blocks: the
+    instructions and schema of structured output (`structured_output` plus the schema's
+    JSON), and thinking's own instructions (`thinking`). Both CALIBRATED on recorded usage
+    (`catalog/tokens.json` `anthropic`); no document gives them. Billed as input on the
+    request's first position, as the tool-use system prompt is."""
+    facts = token_section("anthropic")
+    tokens = 0
+    schema = structured_output_schema(body)
+    if schema is not None:
+        tokens += int(facts["structured_output"]) + scale_tokens(
+            count_json_tokens(schema), multiplier
+        )
+    if thinking_on(body):
+        tokens += int(facts["thinking"])
+    return tokens
 
 
 def count_model_body_tokens(

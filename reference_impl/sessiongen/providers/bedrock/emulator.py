@@ -38,6 +38,7 @@ from ...emulator.state import EmulatorState
 from ...emulator.validation import for_model, validate_messages
 from ...llm._adapter import ProviderAdapter
 from .wire import CODE_FOR_STATUS
+from .counting import request_overhead
 
 PATH_PREFIXES = ("/model/",)
 PROVIDER = "bedrock"
@@ -246,11 +247,13 @@ def to_messages_body(model: str, body: Any) -> dict[str, Any]:
 
 
 def converse_usage(usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
-    """A Converse `TokenUsage`: reads, writes (split by TTL in `cacheDetails`, 1h first)."""
+    """A Converse `TokenUsage`: reads, writes (split by TTL in `cacheDetails`, 1h first),
+    and the per-request overhead as uncached input (`counting.request_overhead`)."""
     writes = usage.cache_creation_input_tokens
-    total = usage.total_input_tokens + output_tokens
+    overhead = request_overhead()
+    total = usage.total_input_tokens + overhead + output_tokens
     result: dict[str, Any] = {
-        "inputTokens": usage.input_tokens,
+        "inputTokens": usage.input_tokens + overhead,
         "outputTokens": output_tokens,
         "totalTokens": total,
         "cacheReadInputTokens": usage.cache_read_input_tokens,

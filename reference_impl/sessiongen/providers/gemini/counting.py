@@ -27,14 +27,28 @@ def _gemini_family_3(model: str) -> bool:
     return any(model.startswith(p) for p in token_section("gemini")["signature_models"])
 
 
+def flat_image_tokens(model: str) -> int | None:
+    """The flat per-image count of `model`'s generation (`catalog/tokens.json` gemini
+    `flat_image_tokens`, by model-id prefix, the longest first), or None for a model that
+    tiles its images."""
+    table: Mapping[str, int] = token_section("gemini")["flat_image_tokens"]
+    for prefix in sorted(table, key=len, reverse=True):
+        if model.startswith(prefix):
+            return int(table[prefix])
+    return None
+
+
 def gemini_image_tokens(width: int, height: int, model: str = "") -> int:
-    """An image's tokens on Gemini: 258 when both dimensions are at most 384 px; a larger one
-    is cropped and scaled into tiles of 258 tokens each (ai.google.dev/gemini-api/docs/tokens;
-    the crop unit, the shorter side / 1.5, and the overview tile are calibrated). Gemini 3
-    bills 1,120 per image at its default media resolution (UNCONFIRMED)."""
+    """An image's tokens on Gemini. Gemini 2.0 and earlier: 258 when both dimensions are at
+    most 384 px; a larger one is cropped and scaled into tiles of 258 tokens each
+    (ai.google.dev/gemini-api/docs/tokens; the crop unit, the shorter side / 1.5, and the
+    overview tile are calibrated). Later generations bill a flat count per image whatever
+    its size (`flat_image_tokens`): 258 on Gemini 2.5, as its `promptTokensDetails` report
+    for a 640x480 image; 1,120 on Gemini 3 at its default media resolution (UNCONFIRMED)."""
     facts = token_section("gemini")
-    if _gemini_family_3(model):
-        return int(facts["gemini3_image_tokens"])
+    flat = flat_image_tokens(model)
+    if flat is not None:
+        return flat
     per = int(facts["image_tokens"])
     small = int(facts["image_small_edge"])
     if width <= small and height <= small:

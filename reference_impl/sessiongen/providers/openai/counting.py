@@ -1,5 +1,14 @@
 """The OpenAI wires' token count: Chat Completions and Responses bodies, one count per
-cached position, with GPT-4o-class image tiles (`catalog/tokens.json`, sections `openai_*`)."""
+cached position, with GPT-4o-class image tiles (`catalog/tokens.json`, sections `openai_*`).
+
+Texts are counted EXACTLY, with the model's own byte-pair encoding (`o200k_base` for every
+catalogued model, the catalog's `tokenizer`; `bpe-openai` ships the tables, nothing is
+downloaded). Around them, OpenAI's published message framing ("every message follows
+<|start|>{role/name}\n{content}<|end|>\n", 3 tokens plus the role; "every reply is primed with
+<|start|>assistant<|message|>", 3: openai-cookbook "How to count tokens with tiktoken"), and
+function tools rendered as the TypeScript-like namespace the model reads (`tool_text`). What
+no document gives (the tools section's framing, tool calls, Responses items, structured-output
+formats) is CALIBRATED on real billed usage (`benchmarks/fit_token_constants.py`)."""
 
 from __future__ import annotations
 
@@ -8,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._media_size import decode_base64_prefix, image_size, pdf_pages
-from ...tokens import canonical_json, count_json_tokens, count_text_tokens, token_section
+from ...catalog import get_model
+from ...tokens import BPE_ENCODINGS, canonical_json, count_bpe_tokens, token_section
 
 
 def openai_image_tokens(width: int, height: int, detail: str | None = "auto") -> int:
@@ -42,6 +52,31 @@ def _openai_image_url_tokens(url: str, detail: str | None) -> int:
 
 
 # --- OpenAI Chat Completions and Responses ------------------------------------------------
+
+DEFAULT_ENCODING = "o200k_base"
+
+
+class _Text:
+    """The exact text count of one request's model (its byte-pair encoding)."""
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        self.encoding = encoding_of(str(body.get("model") or ""))
+
+    def __call__(self, text: str) -> int:
+        return count_bpe_tokens(text, self.encoding)
+
+    def json(self, value: Any) -> int:
+        return self(canonical_json(value))
+
+
+def encoding_of(model: str) -> str:
+    """The byte-pair encoding `model` counts with: its catalogued `tokenizer`, or
+    `o200k_base` (every OpenAI model since GPT-4o) for a model the catalog does not know."""
+    try:
+        name = get_model(model).tokenizer
+    except KeyError:
+        return DEFAULT_ENCODING
+    return name if name in BPE_ENCODINGS else DEFAULT_ENCODING
 
 
 def _openai_text(content: Any) -> tuple[str, int]:
@@ -86,46 +121,86 @@ def _arguments_text(raw: Any) -> str:
     return raw if isinstance(raw, str) else canonical_json(raw)
 
 
-def _ts_type(schema: Any) -> str:
-    """A JSON schema as the TypeScript-like type OpenAI renders function tools with (`type
-    name = (_: {city: string, country?: string}) => any;`, property descriptions as `//`
-    comments): approximate, for counting."""
+def _ts_type(schema: Any, indent: int) -> str:
+    """One JSON-schema property's type as the function namespace spells it: enums as
+    literal unions, arrays as `T[]`, objects as nested `{...}` blocks."""
     if not isinstance(schema, Mapping):
         return "any"
-    if "enum" in schema:
+    if "enum" in schema and isinstance(schema["enum"], list):
         return " | ".join(canonical_json(v) for v in schema["enum"])
     if "const" in schema:
         return canonical_json(schema["const"])
     kinds = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(kinds, list):
-        return " | ".join(_ts_type(k) for k in kinds)
+        return " | ".join(_ts_type(k, indent) for k in kinds)
     kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_ts_type({**schema, "type": k}, indent) for k in kind)
     if kind == "array":
-        return _ts_type(schema.get("items")) + "[]"
+        items = schema.get("items")
+        return f"{_ts_type(items, indent)}[]" if items is not None else "any[]"
     if kind == "object" or "properties" in schema:
-        required = set(schema.get("required") or [])
-        fields = []
-        for key, sub in (schema.get("properties") or {}).items():
-            note = sub.get("description") if isinstance(sub, Mapping) else None
-            comment = f"// {note}\n" if note else ""
-            fields.append(f"{comment}{key}{'' if key in required else '?'}: {_ts_type(sub)},")
-        return "{" + "\n".join(fields) + "}" if fields else "{}"
+        return "{\n" + _ts_fields(schema, indent + 2) + "\n}"
     if kind == "integer":
         return "number"
     return str(kind) if isinstance(kind, str) else "any"
 
 
-def _openai_tool_tokens(
-    name: str, description: str, parameters: Any, facts: Mapping[str, Any]
-) -> int:
-    """One function tool as OpenAI renders it into the prompt (`_ts_type`), plus framing."""
+def _ts_fields(schema: Mapping[str, Any], indent: int) -> str:
+    required = set(schema.get("required") or [])
+    lines: list[str] = []
+    properties = schema.get("properties")
+    for key, sub in (properties if isinstance(properties, Mapping) else {}).items():
+        note = sub.get("description") if isinstance(sub, Mapping) else None
+        if note and indent < 2:
+            lines.append(f"// {note}")
+        optional = "" if key in required else "?"
+        lines.append(f"{key}{optional}: {_ts_type(sub, indent)},")
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def tool_text(name: str, description: str, parameters: Any) -> str:
+    """One function tool as the model reads it inside `namespace functions { ... }`: its
+    description as a `//` comment, then `type name = (_: {fields}) => any;` (no fields:
+    `() => any;`). The rendering is the one community counters reproduce exactly
+    (hmarr/openai-chat-tokens), not an OpenAI document."""
     props = parameters.get("properties") if isinstance(parameters, Mapping) else None
-    signature = f"(_: {_ts_type(parameters)})" if props else "()"
-    comment = f"// {description}\n" if description else ""
-    return int(facts["tool"]) + count_text_tokens(f"{comment}type {name} = {signature} => any;")
+    lines = [f"// {description}"] if description else []
+    if props and isinstance(parameters, Mapping):
+        lines += [f"type {name} = (_: {{", _ts_fields(parameters, 0), "}) => any;"]
+    else:
+        lines.append(f"type {name} = () => any;")
+    return "\n".join(lines) + "\n\n"
 
 
-def _openai_format_tokens(fmt: Any, facts: Mapping[str, Any]) -> int:
+TOOLS_OPEN = "namespace functions {\n\n"
+TOOLS_CLOSE = "} // namespace functions"
+
+
+def _tool_positions(
+    count: _Text, texts: list[str], facts: Mapping[str, Any], *, system: bool
+) -> list[int]:
+    """One count per tool definition. The namespace is counted whole, as the model reads it
+    (a tool's first tokens may merge with the line before), plus the section's framing: 9,
+    4 fewer when the request has a system message (the tools then share its message). The
+    exact total goes to the positions: each tool its own text, the first one the rest."""
+    if not texts:
+        return []
+    whole = count(TOOLS_OPEN + "".join(texts) + TOOLS_CLOSE)
+    section = whole + int(facts["tools"]) + (int(facts["tools_system"]) if system else 0)
+    rest = [count(text) + int(facts["tool"]) for text in texts[1:]]
+    total = section + int(facts["tool"]) * len(texts)
+    return [total - sum(rest), *rest]
+
+
+def _has_system(messages: Any, instructions: Any = None) -> bool:
+    listed = messages if isinstance(messages, list) else []
+    return bool(instructions) or any(
+        isinstance(m, Mapping) and m.get("role") in ("system", "developer") for m in listed
+    )
+
+
+def _format_tokens(count: _Text, fmt: Any, facts: Mapping[str, Any]) -> int:
     """A structured-output format: its name, description and JSON schema (its JSON counted
     at the calibrated `format_scale`), plus framing."""
     if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema",):
@@ -133,38 +208,44 @@ def _openai_format_tokens(fmt: Any, facts: Mapping[str, Any]) -> int:
     inner = fmt.get("json_schema")
     spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else fmt
     schema = spec.get("schema")
-    words = count_text_tokens(str(spec.get("name") or "") + str(spec.get("description") or ""))
-    schema_tokens = math.ceil(count_json_tokens(schema or {}) * float(facts["format_scale"]))
+    words = count(str(spec.get("name") or "") + str(spec.get("description") or ""))
+    schema_tokens = math.ceil(count.json(schema or {}) * float(facts["format_scale"]))
     return int(facts["format"]) + words + schema_tokens
 
 
 def openai_chat_positions(body: Mapping[str, Any], *, framing: bool = True) -> list[int]:
     """Prompt tokens of a Chat Completions body, one per position the emulator caches: each
-    entry of `tools`, then each message. Framing (calibrated, `catalog/tokens.json`
-    `openai_chat`): per message, per tool call, per tool definition and once for the tools
-    section, once for a `response_format` schema and for the reply's priming."""
+    entry of `tools`, then each message. Exact text counts; the documented message framing
+    (3 a message plus its role, 1 more for a name, 3 for the reply's priming); calibrated
+    framing per tool call, per tool definition and for the tools section and a
+    `response_format` schema (`catalog/tokens.json` `openai_chat`)."""
     facts = token_section("openai_chat", framing)
-    counts: list[int] = []
-    for i, tool in enumerate(body.get("tools") or []):
+    count = _Text(body)
+    texts = []
+    for tool in body.get("tools") or []:
         fn = tool.get("function") or {} if isinstance(tool, Mapping) else {}
-        tokens = _openai_tool_tokens(
-            str(fn.get("name", "")), str(fn.get("description") or ""), fn.get("parameters"), facts
+        texts.append(
+            tool_text(
+                str(fn.get("name", "")), str(fn.get("description") or ""), fn.get("parameters")
+            )
         )
-        counts.append(tokens + (int(facts["tools"]) if i == 0 else 0))
+    system = _has_system(body.get("messages"))
+    counts: list[int] = _tool_positions(count, texts, facts, system=system)
     for message in body.get("messages") or []:
         text, media = _openai_text(message.get("content"))
-        tokens = int(facts["message"]) + count_text_tokens(text) + media
+        role = count(str(message.get("role") or "")) if framing else 0
+        tokens = int(facts["message"]) + role + count(text) + media
         if message.get("name"):
-            tokens += int(facts["name"]) + count_text_tokens(str(message["name"]))
+            tokens += int(facts["name"]) + count(str(message["name"]))
         for call in message.get("tool_calls") or []:
             fn = call.get("function") or {}
             tokens += (
                 int(facts["tool_call"])
-                + count_text_tokens(str(fn.get("name", "")))
-                + count_text_tokens(_arguments_text(fn.get("arguments")))
+                + count(str(fn.get("name", "")))
+                + count(_arguments_text(fn.get("arguments")))
             )
         counts.append(tokens)
-    extra = int(facts["request"]) + _openai_format_tokens(body.get("response_format"), facts)
+    extra = int(facts["request"]) + _format_tokens(count, body.get("response_format"), facts)
     if counts:
         counts[0] += extra
     return counts
@@ -184,19 +265,16 @@ def _last_user_index(items: list[Mapping[str, Any]]) -> int:
     return -1
 
 
-def _responses_tool_tokens(tool: Any, facts: Mapping[str, Any]) -> int:
-    """One Responses tool definition: a function as OpenAI renders it (`_openai_tool_tokens`),
-    any other type (custom, namespace, hosted) as its JSON, plus framing."""
+def _responses_tool_text(tool: Any) -> str:
+    """One Responses tool definition as the model reads it: a function in the namespace
+    (`tool_text`), any other type (custom, namespace, hosted) as its JSON."""
     if not isinstance(tool, Mapping):
-        return 0
+        return ""
     if tool.get("type", "function") == "function":
-        return _openai_tool_tokens(
-            str(tool.get("name", "")),
-            str(tool.get("description") or ""),
-            tool.get("parameters"),
-            facts,
+        return tool_text(
+            str(tool.get("name", "")), str(tool.get("description") or ""), tool.get("parameters")
         )
-    return int(facts["tool"]) + count_json_tokens(tool)
+    return canonical_json(tool)
 
 
 def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True) -> list[int]:
@@ -205,15 +283,17 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
     counts its tools as `tools` entries count). Reasoning items of earlier
     turns (before the last user message) cost nothing: OpenAI drops them from context
     ("reasoning items from previous turns are discarded", OpenAI reasoning guide); the
-    current turn's count their summary text (UNCONFIRMED). Framing is calibrated
+    current turn's count their summary text (UNCONFIRMED). Texts are exact; a message item
+    is framed as a Chat message (3 plus its role), the rest is calibrated
     (`catalog/tokens.json` `openai_responses`)."""
     facts = token_section("openai_responses", framing)
-    counts: list[int] = []
-    for i, tool in enumerate(body.get("tools") or []):
-        tokens = _responses_tool_tokens(tool, facts)
-        counts.append(tokens + (int(facts["tools"]) if i == 0 and tokens else 0))
+    count = _Text(body)
+    texts = [_responses_tool_text(tool) for tool in body.get("tools") or []]
+    system = _has_system(body.get("input"), body.get("instructions"))
+    counts: list[int] = _tool_positions(count, texts, facts, system=system)
     if body.get("instructions"):
-        counts.append(int(facts["item"]) + count_text_tokens(str(body["instructions"])))
+        role = count("developer") if framing else 0
+        counts.append(int(facts["item"]) + role + count(str(body["instructions"])))
     items = _responses_items(body)
     turn = _last_user_index(items)
     for k, item in enumerate(items):
@@ -224,32 +304,35 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
             # its tools counted like top-level `tools` (how they are rendered: UNCONFIRMED).
             tools = item.get("tools")
             listed = tools if isinstance(tools, list) else []
-            tokens = int(facts["item"]) + sum(_responses_tool_tokens(t, facts) for t in listed)
+            tokens = int(facts["item"]) + sum(
+                count(_responses_tool_text(t)) + int(facts["tool"]) for t in listed
+            )
         elif kind in ("function_call", "custom_tool_call"):
             # A custom tool's call carries its "input ... as plain text" (OpenAI
             # function-calling guide, custom tools); framed like a function call (UNCONFIRMED).
             raw = item.get("arguments") if kind == "function_call" else item.get("input")
             tokens = (
                 int(facts["function_call"])
-                + count_text_tokens(str(item.get("name", "")))
-                + count_text_tokens(_arguments_text(raw))
+                + count(str(item.get("name", "")))
+                + count(_arguments_text(raw))
             )
         elif kind in ("function_call_output", "custom_tool_call_output"):
             text, media = _openai_text(item.get("output"))
-            tokens = int(facts["function_call_output"]) + count_text_tokens(text) + media
+            tokens = int(facts["function_call_output"]) + count(text) + media
         elif kind == "reasoning":
             if k < turn:
                 tokens = 0
             else:
                 text, _ = _openai_text(item.get("summary"))
-                tokens = count_text_tokens(text)
+                tokens = count(text)
         else:
             text, media = _openai_text(item.get("content"))
-            tokens = int(facts["item"]) + count_text_tokens(text) + media
+            role = count(str(item.get("role") or "user")) if framing else 0
+            tokens = int(facts["item"]) + role + count(text) + media
         counts.append(tokens)
     text_config = body.get("text")
     fmt = text_config.get("format") if isinstance(text_config, Mapping) else None
-    extra = int(facts["request"]) + _openai_format_tokens(fmt, facts)
+    extra = int(facts["request"]) + _format_tokens(count, fmt, facts)
     if counts:
         counts[0] += extra
     return counts

@@ -1,9 +1,9 @@
 """Prompt-token accuracy of the emulator against real provider usage.
 
-Replays every request of `benchmarks/data/token_recordings.jsonl` (real requests to Anthropic,
-OpenAI Chat Completions and Responses, Gemini and Bedrock Converse, recorded with their real
-`usage` by pydantic-ai's and simonw/llm's VCR cassettes; see the README beside it) against the
-in-process emulator, over its own HTTP endpoints (the path the official SDKs take), and
+Replays every request of `benchmarks/data/token_recordings.jsonl` and
+`benchmarks/data/recordings/*.jsonl` (real requests to Anthropic, OpenAI Chat Completions and
+Responses, Gemini and Bedrock Converse, recorded with their real `usage` by the test suites of
+many open-source projects; see the READMEs beside them) against the in-process emulator, over its own HTTP endpoints (the path the official SDKs take), and
 compares the prompt tokens the emulator bills with the ones the provider billed:
 
 * Anthropic `/v1/messages`: `input_tokens + cache_read_input_tokens +
@@ -15,9 +15,11 @@ compares the prompt tokens the emulator bills with the ones the provider billed:
 The error of one request is |emulated - real| / real. Each figure is a median or a 90th
 percentile of it, in percent, over the requests of one provider (OpenAI per endpoint), over
 all of them, and over the requests with media (images) alone. A request the emulator answers
-with an error counts 100% (it bills nothing). The set is split by cassette (a stable hash of
-its path, so the turns of one conversation stay together) into a part the counter's constants
-were fitted on and a held-back part, reported on its own: `held_*` figures.
+with an error counts 100% (it bills nothing). The set is split by PROJECT (a stable hash of
+the source repository's name, fixed before any constant was fitted on these recordings) into a
+part the counter's constants were fitted on and a held-back part, reported on its own:
+`held_*` figures, the ones the targets are on. So a held-back figure measures the counter on
+other projects' requests, written by other people, that no constant ever saw.
 
 A recorded model the catalog does not serve is replayed as a stand-in of the same tokenizer
 family (`STAND_INS`); a retired catalogued one is served as if it were not retired; models of
@@ -30,6 +32,7 @@ Run: uv run python benchmarks/token_accuracy.py [--rows] (`--rows` prints every 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -41,11 +44,12 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from sessiongen.catalog import get_model, list_models, override_model
+from sessiongen.catalog import ModelInfo, added_model, get_model, list_models, override_model
 from sessiongen.emulator import EmulatorState, create_app
 
 DATA = Path(__file__).resolve().parent / "data" / "token_recordings.jsonl"
-HELD_BACK_MODULO = 3  # a cassette is held back when its path hash is 0 modulo this
+MORE = Path(__file__).resolve().parent / "data" / "recordings"
+ALWAYS_FITTED = ("pydantic/pydantic-ai", "simonw/")  # the first set, fitted on before the split
 
 STAND_INS = {
     # Retired or uncatalogued Claude models: the same tokenizer family (and, where the
@@ -53,10 +57,63 @@ STAND_INS = {
     "claude-3-opus-latest": "claude-sonnet-4-5",
     "claude-3-5-sonnet-latest": "claude-sonnet-4-5",
     "us.anthropic.claude-3-7-sonnet-20250219-v1:0": "anthropic.claude-sonnet-4-20250514-v1:0",
-    # Gemini models the catalog does not list.
-    "gemini-2.0-flash": "gemini-2.5-flash",
     "gemini-3-pro-preview": "gemini-3.1-pro-preview",
 }
+
+# A recorded model the catalog does not list is served as a copy of a catalogued model of its
+# family under its own id (so rules keyed by id, like Gemini's image count per generation,
+# read the recorded id): (provider, id prefixes, template, tokenizer or None to keep).
+CLONES: tuple[tuple[str, tuple[str, ...], str, str | None], ...] = (
+    ("openai", ("gpt-3.5", "gpt-4-", "gpt-4"), "gpt-4o", "cl100k_base"),  # after gpt-4o/4.1
+    ("openai", ("gpt-", "o1", "o3", "o4"), "gpt-4o", "o200k_base"),
+    ("gemini", ("gemini-", "gemma-"), "gemini-2.5-flash", None),
+    ("anthropic", ("claude-",), "claude-opus-4-0", None),
+    (
+        "bedrock",
+        ("anthropic.", "us.anthropic.", "arn:aws:bedrock:"),
+        "anthropic.claude-sonnet-4-20250514-v1:0",
+        None,
+    ),
+)
+_O200K_FIRST = ("gpt-4o", "gpt-4.1")
+
+
+def _clone_of(provider: str, model: str) -> ModelInfo | None:
+    """The catalog entry a recorded, uncatalogued model is served as (None: not served,
+    e.g. Amazon's own models on Bedrock)."""
+    if provider == "bedrock" and "anthropic." not in model:
+        return None
+    for family, prefixes, template, tokenizer in CLONES:
+        if family != provider or not model.startswith(prefixes):
+            continue
+        if tokenizer == "cl100k_base" and model.startswith(_O200K_FIRST):
+            continue
+        base = get_model(template)
+        return dataclasses.replace(
+            base, id=model, aliases=(), retired=None, tokenizer=tokenizer or base.tokenizer
+        )
+    return None
+
+
+@contextmanager
+def _catalogued(records: list[dict[str, Any]]) -> Iterator[None]:
+    """Every recorded model served: catalogued ones as they are (retired ones as if not),
+    the rest as their family's clone (`_clone_of`) for the duration."""
+    with ExitStack() as stack:
+        stack.enter_context(_unretired())
+        seen: set[str] = set()
+        for record in records:
+            model = str(record["model"])
+            if model in seen or model in STAND_INS:
+                continue
+            seen.add(model)
+            try:
+                get_model(model)
+            except KeyError:
+                clone = _clone_of(str(record["provider"]), model)
+                if clone is not None:
+                    stack.enter_context(added_model(clone))
+        yield
 
 
 @dataclass(frozen=True)
@@ -72,6 +129,7 @@ class Row:
     media: bool
     held_back: bool
     status: int
+    project: str = ""
 
     @property
     def error(self) -> float:
@@ -87,13 +145,24 @@ class Row:
         )
 
 
-def load(path: Path = DATA) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+def load(*paths: Path) -> list[dict[str, Any]]:
+    """The records of `paths` (default: the first set and every file of `recordings/`)."""
+    chosen = paths or (DATA, *sorted(MORE.glob("*.jsonl")))
+    return [
+        json.loads(line)
+        for path in chosen
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line
+    ]
 
 
 def held_back(record: Mapping[str, Any]) -> bool:
-    key = f"{record['source']['repo']}/{record['source']['path']}"
-    return int(hashlib.sha256(key.encode()).hexdigest(), 16) % HELD_BACK_MODULO == 0
+    """Whether the record's project is held back from fitting: an odd SHA-256 of its
+    repository's name (`owner/name`); the first set's projects never are."""
+    repo = str(record["source"]["repo"])
+    if repo.startswith(ALWAYS_FITTED):
+        return False
+    return int(hashlib.sha256(repo.encode()).hexdigest(), 16) % 2 == 1
 
 
 @contextmanager
@@ -165,15 +234,15 @@ def replay_all(records: list[dict[str, Any]]) -> tuple[list[Row], int]:
     """The rows of every served record, and how many records were not served."""
     rows: list[Row] = []
     unserved = 0
-    with _unretired():
+    # One emulator for all: a request's prompt tokens (input, reads and writes together) do
+    # not depend on what earlier requests left in the cache.
+    with _catalogued(records), TestClient(create_app(EmulatorState())) as client:
         for record in records:
             model = _served_model(str(record["model"]))
             if model is None:
                 unserved += 1
                 continue
-            # A fresh emulator per request: no cache state carries over between cassettes.
-            with TestClient(create_app(EmulatorState())) as client:
-                status, emulated = _replay(client, record, model)
+            status, emulated = _replay(client, record, model)
             src = record["source"]
             rows.append(
                 Row(
@@ -186,6 +255,7 @@ def replay_all(records: list[dict[str, Any]]) -> tuple[list[Row], int]:
                     media=bool(record.get("media")),
                     held_back=held_back(record),
                     status=status,
+                    project=str(src["repo"]),
                 )
             )
     return rows, unserved
@@ -236,8 +306,21 @@ def run() -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rows", action="store_true", help="print every replayed request")
+    parser.add_argument(
+        "--projects", action="store_true", help="the figures per source project too"
+    )
     args = parser.parse_args()
     rows, unserved = replay_all(load())
+    if args.projects:
+        print(f"{'project':45} {'group':17} {'n':>4} {'median %':>9} {'p90 %':>8}")
+        keys = sorted({(r.project, r.group) for r in rows})
+        for project, kind in keys:
+            errors = [r.error for r in rows if r.project == project and r.group == kind]
+            held = "H" if held_back({"source": {"repo": project}}) else " "
+            print(
+                f"{held} {project[:43]:43} {kind:17} {len(errors):4} "
+                f"{statistics.median(errors):9.1f} {percentile(errors, 0.9):8.1f}"
+            )
     if args.rows:
         for r in rows:
             mark = "H" if r.held_back else " "

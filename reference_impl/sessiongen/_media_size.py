@@ -24,16 +24,24 @@ __all__ = [
 ]
 
 
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]*")
+
+
 def decode_base64_prefix(data: str) -> bytes:
     """The bytes of a base64 (standard or URL-safe) string, or of as much of it as decodes: a
-    `data:` URL prefix, whitespace and a cut-off tail are tolerated."""
+    `data:` URL prefix, whitespace, a cut-off tail and anything after the base64 (a marker
+    left where the value was cut) are tolerated."""
     text = data.split(",", 1)[1] if data.startswith("data:") and "," in data else data
-    text = re.sub(r"\s+", "", text).replace("-", "+").replace("_", "/").rstrip("=")
+    text = re.sub(r"\s+", "", text).replace("-", "+").replace("_", "/")
+    text = text[: _BASE64_RUN.match(text).end()]  # type: ignore[union-attr]  # always matches
     if len(text) % 4 == 1:  # a cut-off tail: one character is no byte
         text = text[:-1]
-    text += "=" * (-len(text) % 4)
     try:
-        return base64.b64decode(text, validate=False)
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=False)
+    except (binascii.Error, ValueError):
+        pass
+    try:  # a tail cut mid-quantum whose last bits are not zero: its whole quanta only
+        return base64.b64decode(text[: len(text) - len(text) % 4], validate=False)
     except (binascii.Error, ValueError):
         return b""
 
@@ -125,7 +133,10 @@ def pdf_pages(data: bytes) -> int | None:
     return max(counts) if counts else 1
 
 
-def _wav_seconds(data: bytes) -> float | None:
+_STREAMED_SIZE = 0xFFFFFFFF  # a WAV written while recording: its sizes are left unset
+
+
+def _wav_seconds(data: bytes, total_size: int) -> float | None:
     if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         return None
     i, byte_rate = 12, 0
@@ -134,6 +145,8 @@ def _wav_seconds(data: bytes) -> float | None:
         if chunk == b"fmt " and i + 16 <= len(data):
             byte_rate = int.from_bytes(data[i + 16 : i + 20], "little")
         elif chunk == b"data":
+            if size == _STREAMED_SIZE:  # the samples run to the end of the file
+                size = max(0, total_size - (i + 8))
             return size / byte_rate if byte_rate else None
         i += 8 + size + (size & 1)
     return None
@@ -157,10 +170,11 @@ def _mp3_seconds(data: bytes, total_size: int) -> float | None:
 def audio_seconds(data: bytes, total_size: int | None = None) -> float | None:
     """Seconds of a WAV (its byte rate and data chunk) or MP3 (its first frame's bit rate
     over the file size, `total_size` when the bytes given are only a prefix)."""
-    wav = _wav_seconds(data)
+    size = total_size if total_size is not None else len(data)
+    wav = _wav_seconds(data, size)
     if wav is not None:
         return wav
-    return _mp3_seconds(data, total_size if total_size is not None else len(data))
+    return _mp3_seconds(data, size)
 
 
 def video_seconds(data: bytes) -> float | None:

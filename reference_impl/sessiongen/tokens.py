@@ -177,7 +177,7 @@ def token_section(section: str, framing: bool = True) -> Mapping[str, Any]:
     }
 
 
-_SCALE_KEYS = frozenset({"text_scale", "schema_scale", "format_scale"})
+_SCALE_KEYS = frozenset({"text_scale", "schema_scale"})
 
 
 # The framing constants of each section (template tokens; `framing=False` drops them).

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import math
 import os
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -48,7 +47,7 @@ from sessiongen.providers.openai.counting import (
     tool_text,
 )
 from sessiongen.providers.openai.probe import Driver as OpenAIDriver
-from sessiongen.tokens import count_bpe_tokens, count_json_tokens, count_text_tokens, token_facts
+from sessiongen.tokens import count_bpe_tokens, token_facts
 
 from tests.llm.conftest import (
     MESSAGE_STOP,
@@ -413,9 +412,9 @@ def test_a_prewarm_asks_gemini_for_one_output_token() -> None:
 
 def test_a_chat_response_format_bills_its_name_description_and_schema() -> None:
     """A `json_schema` response format costs its framing, its name and description as text,
-    and its schema's JSON at the calibrated format scale, once, on the first position."""
+    and its schema as compact JSON without titles, once, on the first position."""
     facts = token_facts()["openai_chat"]
-    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    schema = {"type": "object", "title": "Reply", "properties": {"answer": {"type": "string"}}}
     fmt = {
         "type": "json_schema",
         "json_schema": {"name": "reply", "description": "The answer.", "schema": schema},
@@ -423,8 +422,8 @@ def test_a_chat_response_format_bills_its_name_description_and_schema() -> None:
     messages = [{"role": "user", "content": "What is 2 + 2?"}]
     plain = openai_chat_positions({"messages": messages})
     formatted = openai_chat_positions({"messages": messages, "response_format": fmt})
-    schema_tokens = math.ceil(count_json_tokens(schema) * facts["format_scale"])
-    expected = facts["format"] + count_text_tokens("replyThe answer.") + schema_tokens
+    shown = '{"type":"object","properties":{"answer":{"type":"string"}}}'
+    expected = facts["format"] + count_bpe_tokens("replyThe answer.") + count_bpe_tokens(shown)
     assert formatted[0] - plain[0] == expected
 
 

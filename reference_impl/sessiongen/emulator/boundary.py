@@ -434,10 +434,33 @@ class _Image(TypedDict):
     source: _Bytes
 
 
+class _DocumentText(TypedDict):
+    text: str
+
+
+class _CitationsContent(TypedDict):
+    """An answer's text with its citations (AWS `CitationsContentBlock`), sent back in a
+    later request's history (recorded: langchain-ai/langchain-aws citation cassettes)."""
+
+    content: list[_DocumentText]
+    citations: NotRequired[list[Any]]
+
+
+class _DocumentSource(TypedDict, total=False):
+    """A document's source (AWS `DocumentSource`): one of its bytes, its plain text, or its
+    text as content blocks (recorded: langchain-ai/langchain-aws citation cassettes)."""
+
+    bytes: str
+    text: str
+    content: list[_DocumentText]
+
+
 class _Document(TypedDict):
     format: str
     name: NotRequired[str]
-    source: _Bytes
+    source: _DocumentSource
+    context: NotRequired[str]
+    citations: NotRequired[dict[str, Any]]
 
 
 class _ToolResultContent(TypedDict, total=False):
@@ -483,6 +506,7 @@ class _ContentBlock(TypedDict, total=False):
     toolResult: _ToolResult
     reasoningContent: _ReasoningContent
     cachePoint: _CachePoint
+    citationsContent: _CitationsContent
 
 
 class _ConverseMessage(TypedDict):
@@ -567,13 +591,22 @@ GEMINI_DATA_FIELDS = (
 
 
 def _one_data_field(value: Any) -> Any:
+    """A part carries one data field; a part of a model turn that carries only its thought
+    signature (`{"thought": true, "thoughtSignature": ...}` or the signature alone) has none,
+    and the API bills it (recorded: crmne/ruby_llm and google/adk-go cassettes, 200s)."""
     if isinstance(value, dict):
         found = [f for f in GEMINI_DATA_FIELDS if f in value]
-        if len(found) != 1:
+        signed_only = not found and "thoughtSignature" in value
+        if len(found) != 1 and not signed_only:
             raise PydanticCustomError(
                 "data", "a part must have exactly one data field, found {found}", {"found": found}
             )
     return value
+
+
+def _upper(value: Any) -> Any:
+    """Enum names in any case (recorded: `"mode": "none"` served, crmne/ruby_llm)."""
+    return value.upper() if isinstance(value, str) else value
 
 
 class _FunctionCall(TypedDict):
@@ -614,7 +647,9 @@ _GeminiParts = list[Annotated[_GeminiPart, BeforeValidator(_one_data_field)]]
 
 
 class _GeminiContent(TypedDict):
-    role: NotRequired[Literal["user", "model"]]
+    # "function": the role of function responses in the v1beta API's first spelling, still
+    # served (recorded: crmne/ruby_llm, 200s billed).
+    role: NotRequired[Literal["user", "model", "function"]]
     parts: Annotated[_GeminiParts, Field(min_length=1)]
 
 
@@ -635,7 +670,9 @@ class _GeminiTool(TypedDict, total=False):
 
 
 class _CallingConfig(TypedDict, total=False):
-    mode: Literal["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"]
+    mode: Annotated[
+        Literal["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"], BeforeValidator(_upper)
+    ]
     allowedFunctionNames: list[str] | None
 
 

@@ -37,8 +37,8 @@ from ...emulator.server import BackgroundServer
 from ...emulator.state import EmulatorState
 from ...emulator.validation import for_model, validate_messages
 from ...llm._adapter import ProviderAdapter
-from .wire import CODE_FOR_STATUS
 from .counting import request_overhead
+from .wire import CODE_FOR_STATUS
 
 PATH_PREFIXES = ("/model/",)
 PROVIDER = "bedrock"
@@ -103,8 +103,22 @@ _IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "w
 
 def _media_block(key: str, value: Mapping[str, Any], path: str) -> dict[str, Any]:
     """The Messages block of a Converse `image` or `document` (bytes sources; the JSON wire
-    carries the bytes base64-encoded): what the token counter reads their size from."""
-    fmt, data = value["format"], value["source"]["bytes"]
+    carries the bytes base64-encoded): what the token counter reads their size from. A
+    document given as text (`source.text`, or `source.content` text blocks) is that text;
+    its `context` and `citations` go along as the Messages document's."""
+    source = value["source"]
+    if key == "document" and "bytes" not in source:
+        listed = source.get("content") or []
+        text = source.get("text") or "".join(str(c.get("text", "")) for c in listed)
+        block: dict[str, Any] = {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": text},
+        }
+        for extra in ("context", "citations"):
+            if extra in value:
+                block[extra] = value[extra]
+        return block
+    fmt, data = value["format"], source["bytes"]
     if key == "image":
         media = {"type": "base64", "media_type": _IMAGE_TYPES[fmt], "data": data}
         return {"type": "image", "source": media}
@@ -156,6 +170,9 @@ def _content(
         out.append(result)
     elif key in ("image", "document"):
         out.append(_media_block(key, value, path))
+    elif key == "citationsContent":  # the cited answer's text (its citations: UNCONFIRMED)
+        cited = "".join(str(c.get("text", "")) for c in value.get("content") or [])
+        out.append({"type": "text", "text": cited})
     else:  # reasoningContent
         text = value.get("reasoningText") or {}
         out.append(

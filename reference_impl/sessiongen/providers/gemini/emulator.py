@@ -140,7 +140,7 @@ def _check_contents(contents: Any) -> None:
 
 def _calling_config(body: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
     config = ((body.get("toolConfig") or {}).get("functionCallingConfig")) or {}
-    mode = config.get("mode", "AUTO")
+    mode = str(config.get("mode", "AUTO")).upper()  # enum names are read in any case
     allowed = config.get("allowedFunctionNames")
     if allowed is not None:
         # The SDK's doc: "should only be set when the Mode is ANY" (rejection UNCONFIRMED).

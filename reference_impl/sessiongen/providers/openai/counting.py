@@ -12,6 +12,7 @@ formats) is CALIBRATED on real billed usage (`benchmarks/fit_token_constants.py`
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -21,13 +22,52 @@ from ...catalog import get_model
 from ...tokens import BPE_ENCODINGS, canonical_json, count_bpe_tokens, token_section
 
 
-def openai_image_tokens(width: int, height: int, detail: str | None = "auto") -> int:
-    """An image's tokens on GPT-4o-class models: 85 at `detail: low`; otherwise the image is
-    scaled to fit 2048 x 2048, then its shortest side to 768 px, and costs 85 plus 170 per
-    512 px tile (OpenAI vision guide, "Calculating costs")."""
+def _by_prefix(table: Mapping[str, Any], model: str) -> Any:
+    """The entry of the longest key `model` starts with (None: none does)."""
+    for prefix in sorted(table, key=len, reverse=True):
+        if model.startswith(prefix):
+            return table[prefix]
+    return None
+
+
+def _patch_tokens(width: int, height: int, budget: int | None, multiplier: float) -> int:
+    """Patch-based image tokens (OpenAI vision guide, "Patch-based image tokenization"): the
+    32 px patches covering the image, the image first scaled down to fit `budget` patches
+    (None: no budget, the original size), times the model's multiplier."""
+    patches = math.ceil(width / 32) * math.ceil(height / 32)
+    if budget is not None and patches > budget:
+        shrink = math.sqrt(32 * 32 * budget / (width * height))
+        shrink *= min(
+            math.floor(width * shrink / 32) / (width * shrink / 32),
+            math.floor(height * shrink / 32) / (height * shrink / 32),
+        )
+        w, h = int(width * shrink), int(height * shrink)
+        patches = min(budget, math.ceil(w / 32) * math.ceil(h / 32))
+    return math.ceil(patches * multiplier)
+
+
+def openai_image_tokens(
+    width: int, height: int, detail: str | None = "auto", model: str = "gpt-4o"
+) -> int:
+    """An image's tokens on `model` (OpenAI vision guide, "Calculating costs"), by its
+    family's rule (`catalog/tokens.json` `openai_images`, by model-id prefix):
+
+    * patch-based models (`patches`: budget and multiplier; GPT-5-mini and -nano, GPT-4.1-mini
+      and -nano, o4-mini, GPT-5.4 and later): `_patch_tokens`;
+    * tile-based models (`tiles`: base and tile tokens; GPT-4o and GPT-4.1 85 / 170, GPT-5
+      70 / 140, GPT-4o-mini 2,833 / 5,667, o1 and o3 75 / 150): the base alone at `detail:
+      low`; otherwise the image is scaled to fit 2048 x 2048, then its shortest side to 768
+      px, and costs the base plus the tile tokens per 512 px tile."""
     facts = token_section("openai_images")
+    patched = _by_prefix(facts["patches"], model)
+    if patched is not None:
+        budget, multiplier = patched
+        if detail == "low":
+            budget = int(facts["low_patch_budget"])
+        return _patch_tokens(width, height, budget, float(multiplier))
+    base, per_tile = _by_prefix(facts["tiles"], model) or facts["tiles"]["gpt-4o"]
     if detail == "low":
-        return int(facts["low"])
+        return int(base)
     w, h = float(width), float(height)
     fit = float(facts["fit"])
     if max(w, h) > fit:
@@ -39,16 +79,16 @@ def openai_image_tokens(width: int, height: int, detail: str | None = "auto") ->
         w, h = w * scale, h * scale
     tile = float(facts["tile_size"])
     tiles = math.ceil(math.floor(w) / tile) * math.ceil(math.floor(h) / tile)
-    return int(facts["base"]) + int(facts["tile"]) * tiles
+    return int(base) + int(per_tile) * tiles
 
 
-def _openai_image_url_tokens(url: str, detail: str | None) -> int:
+def _openai_image_url_tokens(url: str, detail: str | None, model: str) -> int:
 
     facts = token_section("openai_images")
     size = image_size(decode_base64_prefix(url)) if url.startswith("data:") else None
     if size is None:
         size = tuple(facts["unknown_size"])
-    return openai_image_tokens(int(size[0]), int(size[1]), detail)
+    return openai_image_tokens(int(size[0]), int(size[1]), detail, model)
 
 
 # --- OpenAI Chat Completions and Responses ------------------------------------------------
@@ -60,7 +100,8 @@ class _Text:
     """The exact text count of one request's model (its byte-pair encoding)."""
 
     def __init__(self, body: Mapping[str, Any]) -> None:
-        self.encoding = encoding_of(str(body.get("model") or ""))
+        self.model = str(body.get("model") or "")
+        self.encoding = encoding_of(self.model)
 
     def __call__(self, text: str) -> int:
         return count_bpe_tokens(text, self.encoding)
@@ -79,7 +120,7 @@ def encoding_of(model: str) -> str:
     return name if name in BPE_ENCODINGS else DEFAULT_ENCODING
 
 
-def _openai_text(content: Any) -> tuple[str, int]:
+def _openai_text(content: Any, model: str = "gpt-4o") -> tuple[str, int]:
     """(text, media tokens) of a Chat / Responses `content`: a string, or a list of parts
     (`text`, `input_text`, `output_text`, `refusal`; images by `openai_image_tokens`; PDF
     files per page)."""
@@ -103,7 +144,7 @@ def _openai_text(content: Any) -> tuple[str, int]:
             detail = (image.get("detail") if isinstance(image, Mapping) else None) or part.get(
                 "detail"
             )
-            media += _openai_image_url_tokens(str(url or ""), detail)
+            media += _openai_image_url_tokens(str(url or ""), detail, model)
         elif kind in ("file", "input_file"):
             inner = part.get("file")
             file: Mapping[str, Any] = inner if isinstance(inner, Mapping) else part
@@ -200,17 +241,26 @@ def _has_system(messages: Any, instructions: Any = None) -> bool:
     )
 
 
+def _untitled(schema: Any) -> Any:
+    """A JSON schema without its `title`s, which the model is not shown."""
+    if isinstance(schema, Mapping):
+        return {k: _untitled(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
+
+
 def _format_tokens(count: _Text, fmt: Any, facts: Mapping[str, Any]) -> int:
-    """A structured-output format: its name, description and JSON schema (its JSON counted
-    at the calibrated `format_scale`), plus framing."""
+    """A structured-output format: its name and description, and its JSON schema as compact
+    JSON without titles (the rendering that fits the recorded usage best: no document gives
+    it), plus calibrated framing."""
     if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema",):
         return 0  # text and json_object carry no schema
     inner = fmt.get("json_schema")
     spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else fmt
-    schema = spec.get("schema")
     words = count(str(spec.get("name") or "") + str(spec.get("description") or ""))
-    schema_tokens = math.ceil(count.json(schema or {}) * float(facts["format_scale"]))
-    return int(facts["format"]) + words + schema_tokens
+    schema = json.dumps(_untitled(spec.get("schema") or {}), separators=(",", ":"))
+    return int(facts["format"]) + words + count(schema)
 
 
 def openai_chat_positions(body: Mapping[str, Any], *, framing: bool = True) -> list[int]:
@@ -232,7 +282,7 @@ def openai_chat_positions(body: Mapping[str, Any], *, framing: bool = True) -> l
     system = _has_system(body.get("messages"))
     counts: list[int] = _tool_positions(count, texts, facts, system=system)
     for message in body.get("messages") or []:
-        text, media = _openai_text(message.get("content"))
+        text, media = _openai_text(message.get("content"), count.model)
         role = count(str(message.get("role") or "")) if framing else 0
         tokens = int(facts["message"]) + role + count(text) + media
         if message.get("name"):
@@ -317,7 +367,7 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
                 + count(_arguments_text(raw))
             )
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            text, media = _openai_text(item.get("output"))
+            text, media = _openai_text(item.get("output"), count.model)
             tokens = int(facts["function_call_output"]) + count(text) + media
         elif kind == "reasoning":
             if k < turn:
@@ -326,7 +376,7 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
                 text, _ = _openai_text(item.get("summary"))
                 tokens = count(text)
         else:
-            text, media = _openai_text(item.get("content"))
+            text, media = _openai_text(item.get("content"), count.model)
             role = count(str(item.get("role") or "user")) if framing else 0
             tokens = int(facts["item"]) + role + count(text) + media
         counts.append(tokens)

@@ -316,9 +316,9 @@ def main() -> None:
         keys = sorted({(r.project, r.group) for r in rows})
         for project, kind in keys:
             errors = [r.error for r in rows if r.project == project and r.group == kind]
-            held = "H" if held_back({"source": {"repo": project}}) else " "
+            mark = "H" if held_back({"source": {"repo": project}}) else " "
             print(
-                f"{held} {project[:43]:43} {kind:17} {len(errors):4} "
+                f"{mark} {project[:43]:43} {kind:17} {len(errors):4} "
                 f"{statistics.median(errors):9.1f} {percentile(errors, 0.9):8.1f}"
             )
     if args.rows:

@@ -43,6 +43,7 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
     "anthropic": (
         ("anthropic", "bedrock"),
         {
+            "request": INTS,
             "message": INTS,
             "system": INTS,
             "tool": [float(v) for v in range(0, 61, 3)],
@@ -103,20 +104,64 @@ def _group(record: dict[str, Any]) -> str:
     return str(record["provider"])
 
 
-def _error(client: TestClient, records: list[dict[str, Any]]) -> float:
-    errors = []
+def _emulated(client: TestClient, records: list[dict[str, Any]]) -> list[float | None]:
+    out: list[float | None] = []
     for record in records:
         model = ta._served_model(str(record["model"]))
-        if model is None:
-            continue
-        _, emulated = ta._replay(client, record, model)
-        real = int(record["prompt_tokens"])
-        errors.append(1.0 if emulated is None else abs(emulated - real) / real)
+        _, emulated = ta._replay(client, record, model or str(record["model"]))
+        out.append(None if emulated is None else float(emulated))
+    return out
+
+
+def _loss(emulated: list[float | None], real: list[float]) -> float:
+    """The mean relative error, each capped at 100% (a refused request, or a record the
+    counter cannot know, weighs no more than one wrong by the whole count)."""
+    errors = [1.0 if e is None else min(1.0, abs(e - r) / r) for e, r in zip(emulated, real)]
     return statistics.fmean(errors) if errors else 0.0
 
 
-def fit(rounds: int = 3, sections: tuple[str, ...] = tuple(SEARCH)) -> dict[str, dict[str, float]]:
-    records = [r for r in ta.load() if not ta.held_back(r)]
+def _error(client: TestClient, records: list[dict[str, Any]]) -> float:
+    return _loss(_emulated(client, records), [float(r["prompt_tokens"]) for r in records])
+
+
+def _fit_integers(
+    client: TestClient,
+    rows: list[dict[str, Any]],
+    facts: dict[str, Any],
+    keys: dict[str, list[float]],
+) -> None:
+    """The integer constants of one section at once: each one's effect on every row measured
+    by replaying with it one higher (the count is linear in them), then coordinate descent
+    over their candidates on those vectors, without replaying again."""
+    real = [float(r["prompt_tokens"]) for r in rows]
+    base = _emulated(client, rows)
+    effect: dict[str, list[float]] = {}
+    for key in keys:
+        facts[key] += 1
+        moved = _emulated(client, rows)
+        facts[key] -= 1
+        effect[key] = [0.0 if a is None or b is None else a - b for a, b in zip(moved, base)]
+    start = {key: float(facts[key]) for key in keys}
+    chosen = dict(start)
+
+    def loss(values: dict[str, float]) -> float:
+        shifted: list[float | None] = []
+        for i, b in enumerate(base):
+            if b is None:
+                shifted.append(None)
+                continue
+            shifted.append(b + sum(effect[k][i] * (values[k] - start[k]) for k in keys))
+        return _loss(shifted, real)
+
+    for _ in range(4):
+        for key, candidates in keys.items():
+            chosen[key] = min(candidates, key=lambda v: loss({**chosen, key: v}))
+    for key, value in chosen.items():
+        facts[key] = int(value)
+
+
+def fit(rounds: int = 2, sections: tuple[str, ...] = tuple(SEARCH)) -> dict[str, dict[str, float]]:
+    records = [r for r in ta.load() if not ta.held_back(r) and not r.get("superseded")]
     facts = token_facts()  # the cached dict the counter reads: changed in place here
     fitted: dict[str, dict[str, float]] = {}
     with ta._catalogued(records), TestClient(create_app(EmulatorState())) as client:
@@ -124,11 +169,15 @@ def fit(rounds: int = 3, sections: tuple[str, ...] = tuple(SEARCH)) -> dict[str,
             if section not in sections:
                 continue
             rows = [r for r in records if _group(r) in groups]
+            integers = {k: c for k, c in space.items() if all(v.is_integer() for v in c)}
             for _ in range(rounds):
+                _fit_integers(client, rows, facts[section], integers)
                 for key, candidates in space.items():
+                    if key in integers:
+                        continue
                     best = (float("inf"), facts[section][key])
                     for value in candidates:
-                        facts[section][key] = int(value) if value.is_integer() else value
+                        facts[section][key] = value
                         best = min(best, (_error(client, rows), facts[section][key]))
                     facts[section][key] = best[1]
             fitted[section] = {k: facts[section][k] for k in space}

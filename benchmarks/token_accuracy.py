@@ -234,6 +234,7 @@ def replay_all(records: list[dict[str, Any]]) -> tuple[list[Row], int]:
     """The rows of every served record, and how many records were not served."""
     rows: list[Row] = []
     unserved = 0
+    records = [r for r in records if not r.get("superseded")]
     # One emulator for all: a request's prompt tokens (input, reads and writes together) do
     # not depend on what earlier requests left in the cache.
     with _catalogued(records), TestClient(create_app(EmulatorState())) as client:

@@ -506,5 +506,5 @@ def test_an_openai_pdf_file_part_is_billed_per_page() -> None:
     pdf = b"%PDF-1.4 1 0 obj <</Type /Page>> 2 0 obj <</Type /Page>>"
     part = {"type": "file", "file": {"filename": "a.pdf", "file_data": b64(pdf) + "A" * 9_000}}
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": [part]}]}
-    per_page = token_facts()["openai_images"]["pdf_page_tokens"]
+    per_page = token_facts()["openai_chat"]["pdf_page_tokens"]
     assert sum(openai_chat_positions(body)) == 3 + 1 + 2 * per_page + 3  # 1: the role

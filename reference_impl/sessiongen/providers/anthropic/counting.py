@@ -225,6 +225,9 @@ def _model_positions(
         choice_type = choice.get("type") if isinstance(choice, Mapping) else None
         adjusted[0] += info.tool_prompt_tokens(choice_type)
     if framing and adjusted:
+        # The template's own tokens around the whole request (CALIBRATED: `request`), and
+        # what the API adds for structured output and thinking.
+        adjusted[0] += int(token_section("anthropic")["request"])
         adjusted[0] += hidden_prompt_tokens(body, multiplier)
     return adjusted
 

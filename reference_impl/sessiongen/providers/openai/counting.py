@@ -120,10 +120,10 @@ def encoding_of(model: str) -> str:
     return name if name in BPE_ENCODINGS else DEFAULT_ENCODING
 
 
-def _openai_text(content: Any, model: str = "gpt-4o") -> tuple[str, int]:
+def _openai_text(content: Any, model: str = "gpt-4o", pdf_page: int = 765) -> tuple[str, int]:
     """(text, media tokens) of a Chat / Responses `content`: a string, or a list of parts
     (`text`, `input_text`, `output_text`, `refusal`; images by `openai_image_tokens`; PDF
-    files per page)."""
+    files at `pdf_page` tokens a page, the wire's own figure)."""
 
     if content is None:
         return "", 0
@@ -150,7 +150,7 @@ def _openai_text(content: Any, model: str = "gpt-4o") -> tuple[str, int]:
             file: Mapping[str, Any] = inner if isinstance(inner, Mapping) else part
             data = str(file.get("file_data") or "")
             pages = pdf_pages(decode_base64_prefix(data)) if data else None
-            media += (pages or 1) * int(facts["pdf_page_tokens"])
+            media += (pages or 1) * pdf_page
         elif "text" in part:
             texts.append(str(part.get("text", "")))
         elif kind == "refusal":
@@ -282,7 +282,9 @@ def openai_chat_positions(body: Mapping[str, Any], *, framing: bool = True) -> l
     system = _has_system(body.get("messages"))
     counts: list[int] = _tool_positions(count, texts, facts, system=system)
     for message in body.get("messages") or []:
-        text, media = _openai_text(message.get("content"), count.model)
+        text, media = _openai_text(
+            message.get("content"), count.model, int(facts["pdf_page_tokens"])
+        )
         role = count(str(message.get("role") or "")) if framing else 0
         tokens = int(facts["message"]) + role + count(text) + media
         if message.get("name"):
@@ -367,7 +369,9 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
                 + count(_arguments_text(raw))
             )
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            text, media = _openai_text(item.get("output"), count.model)
+            text, media = _openai_text(
+                item.get("output"), count.model, int(facts["pdf_page_tokens"])
+            )
             tokens = int(facts["function_call_output"]) + count(text) + media
         elif kind == "reasoning":
             if k < turn:
@@ -376,7 +380,9 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
                 text, _ = _openai_text(item.get("summary"))
                 tokens = count(text)
         else:
-            text, media = _openai_text(item.get("content"), count.model)
+            text, media = _openai_text(
+                item.get("content"), count.model, int(facts["pdf_page_tokens"])
+            )
             role = count(str(item.get("role") or "user")) if framing else 0
             tokens = int(facts["item"]) + role + count(text) + media
         counts.append(tokens)

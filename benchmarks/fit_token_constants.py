@@ -43,6 +43,7 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
     "anthropic": (
         ("anthropic", "bedrock"),
         {
+            "text_scale": [1.0, 1.05, 1.1, 1.15, 1.2, 1.25],
             "request": INTS,
             "message": INTS,
             "system": INTS,
@@ -85,7 +86,7 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
         {
             "request": INTS,
             "content": INTS,
-            "text_scale": [0.7, 0.75, 0.8, 0.85, 0.9, 1.0],
+            "text_scale": [0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2],
             "declarations": [float(v) for v in range(0, 31, 2)],
             "declaration": INTS,
             "schema_scale": SCALES,

@@ -13,7 +13,7 @@ probe, or an earlier run, wrote.
 
 A request agrees when its cache read and its cache write are both present or both absent in
 the real and the predicted usage, and each is the same share of the request's input within
-`tolerance` (the real tokenizer counts differently from the emulator's byte-based counter, so
+`tolerance` (the real tokenizer counts differently from the emulator's calibrated counter, so
 token counts are compared as shares of the input, not exactly). A probe agrees when all its
 requests do.
 """

@@ -1,8 +1,11 @@
-"""The byte-based token count every provider's counter builds on, and the token facts.
+"""The token count every provider's counter builds on, and the token facts.
 
-A text costs one token per started group of four UTF-8 bytes; JSON values (tool inputs,
-schemas, blocks with no text of their own) are counted on their canonical serialisation
-(sorted keys, no spaces). On top of that byte-based count, each provider's counter (the
+A text costs its tokens under OpenAI's `o200k_base` byte-pair encoding (`bpe-openai`, offline):
+exact on OpenAI's models; on Claude and Gemini, whose tokenizers cannot be had offline, the
+base a calibrated per-family scale multiplies, which follows their counts far better than
+bytes do (measured: benchmarks/token_accuracy.py). JSON values (tool inputs, schemas, blocks
+with no text of their own) are counted on their canonical serialisation (sorted keys, no
+spaces). On top of that count, each provider's counter (the
 `counting.py` of its folder in `sessiongen.providers`) bills what the provider bills and
 bytes cannot show (`catalog/tokens.json`, read here by `token_section`, each figure marked
 documented or calibrated on `benchmarks/data/token_recordings.jsonl`):
@@ -35,15 +38,18 @@ from importlib import resources
 from typing import Any, Protocol
 
 from ._media_size import decode_base64_prefix, image_size, pdf_pages
-from .catalog import get_model
+from .catalog import ModelInfo, get_model
 
 BYTES_PER_TOKEN = 4
+"""About how many UTF-8 bytes one token of English prose or code takes: for sizing a text to
+a token budget (the emulator's replies, the experiments' prompts), never for counting."""
 
 
 def count_text_tokens(text: str) -> int:
-    """Tokens of a text: ceil(utf8 bytes / 4)."""
-    size = len(text.encode("utf-8"))
-    return (size + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
+    """Tokens of a text under `o200k_base`, the byte-pair encoding every provider's count
+    builds on: exact for OpenAI's models, and for Claude and Gemini the base their
+    calibrated scales multiply (their own tokenizers cannot be had offline)."""
+    return count_bpe_tokens(text)
 
 
 BPE_ENCODINGS = frozenset({"o200k_base", "cl100k_base"})
@@ -117,7 +123,7 @@ def content_blocks(content: Any) -> list[dict[str, Any]]:
 
 def count_content_tokens(block: Mapping[str, Any]) -> int:
     """Tokens of one wire content block (a system block, a message block, a reply block):
-    texts by the byte-based count, images and PDF documents by Anthropic's formulas
+    texts by the base count, images and PDF documents by Anthropic's formulas
     (`anthropic_image_tokens`, `anthropic_pdf_tokens`), anything else by its canonical JSON."""
     kind = block.get("type", "text")
     if kind == "text":
@@ -167,7 +173,7 @@ def token_facts() -> dict[str, Any]:
 
 
 def token_section(section: str, framing: bool = True) -> Mapping[str, Any]:
-    """One section of `token_facts()`; without `framing` (the bare byte-based count), its
+    """One section of `token_facts()`; without `framing` (the bare base count), its
     framing constants are 0 and its calibrated scales 1."""
     facts: Mapping[str, Any] = token_facts()[section]
     if framing:
@@ -208,13 +214,18 @@ _FRAMING_KEYS = frozenset(
 
 
 def text_scale(model: str) -> float:
-    """How many billed tokens one byte-counter token of plain prompt text makes on `model`:
-    its tokenizer family's multiplier times its provider's calibrated text scale (Gemini's;
-    1 elsewhere). For sizing a text to a token count, as the emulator will bill it."""
+    """How many billed tokens one base token (`count_text_tokens`) of plain prompt text makes
+    on `model` (`scale_of`). For sizing a text to a token count, as the emulator will bill it."""
+    return scale_of(get_model(model))
 
-    info = get_model(model)
-    scale = float((token_facts().get(info.provider) or {}).get("text_scale", 1.0))
-    return info.token_multiplier * scale
+
+def scale_of(info: ModelInfo) -> float:
+    """The model's text scale: its tokenizer family's multiplier (documented ratios between
+    one vendor's tokenizers) times its provider's calibrated `text_scale` (1 on OpenAI, where
+    the base count is exact)."""
+    facts = token_facts().get(info.provider) or {}
+    facts = token_facts().get(str(facts.get("counts_as")), facts)  # Bedrock's Claude: Claude's
+    return info.token_multiplier * float(facts.get("text_scale", 1.0))
 
 
 def per_chars(chars: int, chars_per_token: float) -> int:
@@ -265,7 +276,7 @@ def _anthropic_media_tokens(kind: str, source: Mapping[str, Any]) -> int | None:
 
 
 def scale_tokens(tokens: int, multiplier: float) -> int:
-    """`tokens` of the byte-based counter in a tokenizer that makes `multiplier` times as
+    """`tokens` of the base counter in a tokenizer that makes `multiplier` times as
     many: rounded up, in integer per-mille arithmetic so both sides round alike."""
     per_mille = round(multiplier * 1000)
     return (tokens * per_mille + 999) // 1000

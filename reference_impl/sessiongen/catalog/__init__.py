@@ -43,7 +43,7 @@ class ModelInfo:
     """The retirement date (ISO) on the provider's own API; requests to the model then fail."""
     tokenizer: str = "claude"
     token_multiplier: float = 1.0
-    """How many tokens the model's tokenizer makes of what the byte-based counter calls one
+    """How many tokens the model's tokenizer makes of what the base counter (`tokens.count_text_tokens`, o200k) calls one
     (the `tokenizers` table of the data file, by `tokenizer` family)."""
     thinking_types: tuple[str, ...] = ("enabled", "disabled", "adaptive")
     """The `thinking.type` values the model accepts; any other is a 400."""

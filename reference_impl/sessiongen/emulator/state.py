@@ -355,7 +355,7 @@ class EmulatorState:
         self.lifetimes: dict[str, float] = dict(self._default_lifetimes)
         # Count each provider's template framing (per message, tool, tool call, format) into
         # the input, as the APIs bill it (`tokens.model_positions`). On by default; off, a
-        # prompt costs its bare byte-based count ("4 bytes a token").
+        # prompt costs its bare base count (`tokens.count_text_tokens`, unscaled).
         self.framing = framing
         self._default_framing = framing
         self._lock = threading.RLock()

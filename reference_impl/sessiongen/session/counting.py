@@ -31,7 +31,13 @@ from ..model import (
 from ..providers import count_request_tokens, provider_of
 from ..providers.anthropic import wire as anthropic_wire
 from ..providers.anthropic.counting import count_model_body_tokens
-from ..tokens import THINKING_KINDS, count_text_tokens, count_tool_call_tokens, scale_tokens
+from ..tokens import (
+    THINKING_KINDS,
+    count_text_tokens,
+    count_tool_call_tokens,
+    scale_of,
+    scale_tokens,
+)
 from .context import Snapshot
 from .transcript import block_count
 
@@ -224,7 +230,7 @@ class ContextBudget:
             new += sum(map(_block_estimate, transient))
             added -= len(transient)
         key = counting_key(request.model)
-        multiplier = key.token_multiplier if isinstance(key, ModelInfo) else 1.0
+        multiplier = scale_of(key) if isinstance(key, ModelInfo) else 1.0
         return reported + scale_tokens(new, multiplier)
 
     def input_tokens(self, snapshot: Snapshot, request: LLMRequest, *, limit: float) -> int:

@@ -1,7 +1,7 @@
 """The Anthropic Messages wire's token count, position by position: the counter the engine,
 the emulator's `count_tokens` and `usage`, and the cache model's prefix sums share.
 
-Each block costs its byte-based count (`tokens.count_content_tokens`) plus the template
+Each block costs its base count (`tokens.count_content_tokens`) plus the template
 framing and, per model, the tokenizer family's multiplier and the tool-use system prompt
 (`catalog/tokens.json`, section `anthropic`). Thinking the model strips and blocks before a
 compaction block cost nothing."""
@@ -109,7 +109,7 @@ def body_layout(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], b
 
 
 def body_positions(body: Mapping[str, Any]) -> list[int]:
-    """The byte-based count of each position of a Messages wire body, in prefix order (one
+    """The base count of each position of a Messages wire body, in prefix order (one
     per tool definition, system block and message content block, `body_layout`): the
     positions the cache model flattens, in the order their tokens are counted."""
     return _layout_counts(body_layout(body))
@@ -167,8 +167,8 @@ def model_positions(
     tool-use system prompt the API adds when `tools` are present (AD:about-claude/pricing,
     "Tool use system prompt token count"; its place in the prefix is UNCONFIRMED: at the
     start, it counts toward every prefix, so toward the minimum cacheable length). Without
-    `framing` the template's tokens are left out (the bare byte-based count: "4 bytes a
-    token" arithmetic, for experiments and tests that need it). An unknown model is counted
+    `framing` the template's tokens and the calibrated scale are left out (the bare base
+    count, for experiments and tests that need it). An unknown model is counted
     unscaled and without a tool prompt."""
     return _model_positions(counts, body_layout(body), body, tool_prompt, framing)
 
@@ -188,7 +188,10 @@ def _model_positions(
         info = get_model(str(body.get("model", "")))
     except UnknownModel:
         info = None
-    multiplier = info.token_multiplier if info is not None else 1.0
+    # The family's multiplier (documented ratios between Claude tokenizers) times the
+    # calibrated scale from the o200k base to Claude's own count (1 in the bare count).
+    family = info.token_multiplier if info is not None else 1.0
+    multiplier = family * float(token_section("anthropic", framing)["text_scale"])
     deferred = {
         str(t.get("name")): t
         for t in body.get("tools") or []

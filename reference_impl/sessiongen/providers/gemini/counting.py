@@ -17,6 +17,9 @@ from ...tokens import (
 )
 
 
+_TEXT_TYPES = frozenset({"application/json", "application/xml", "application/x-yaml"})
+
+
 def declarations_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The function declarations of a generateContent body's tools."""
     tools = body.get("tools") or []
@@ -76,6 +79,10 @@ def gemini_media_tokens(mime_type: str, data: Any, model: str = "") -> int | Non
     if mime_type == "application/pdf":
         pages = pdf_pages(raw)
         return pages * int(facts["image_tokens"]) if pages else None
+    if mime_type.startswith("text/") or mime_type in _TEXT_TYPES:
+        # A text file is read as its text (recorded: text/plain parts bill their words).
+        text = raw.decode("utf-8", errors="replace")
+        return math.ceil(count_text_tokens(text) * float(facts["text_scale"]))
     return None
 
 

@@ -80,7 +80,38 @@ def count_bpe_tokens(text: str, encoding: str = "o200k_base") -> int:
     splits it (special-token spellings in the text count as ordinary text)."""
     if encoding not in BPE_ENCODINGS:
         raise ValueError(f"encoding must be one of {sorted(BPE_ENCODINGS)}, got {encoding!r}")
-    return len(_bpe(encoding).encode_ordinary(text)) if text else 0
+    table = _bpe(encoding)
+    return sum(len(table.encode_ordinary(piece)) for piece in _pieces(text))
+
+
+_PIECE = 50_000  # characters: bpe-openai refuses one input of more than 200,000 tokens
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` in pieces the encoder takes, each cut after a whitespace where one is near (the
+    encoder's pre-tokenizer splits there anyway, so the count is the same as whole)."""
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > _PIECE:
+        end = start + _PIECE
+        cut = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+        end = cut if cut > start + _PIECE // 2 else end
+        pieces.append(text[start:end])
+        start = end
+    pieces.append(text[start:])
+    return [piece for piece in pieces if piece]
+
+
+def text_of_tokens(tokens: int, tag: str = "") -> str:
+    """An ASCII text of exactly `tokens` base tokens (`count_text_tokens`), unique by `tag`:
+    `tag|` and then " x", one token each. For sizing a prompt to the token in experiments and
+    tests; `tag|` alone must fit."""
+    head = f"{tag}|"
+    have = count_text_tokens(head)
+    if have > tokens:
+        raise ValueError(f"{tokens} tokens are too few to carry the tag {tag!r}")
+    text = head + " x" * (tokens - have)
+    return text
 
 
 def canonical_json(value: Any) -> str:

@@ -401,18 +401,19 @@ def test_the_mooncake_traces_as_notebook_03_loads_them() -> None:
 
 
 def test_the_token_accuracy_requests() -> None:
-    """docs/emulator.md: "84 of them replayed, the two Amazon Nova ones left out", against
-    the `recorded requests replayed` figure of benchmarks/bench.json and the Nova requests of
-    benchmarks/data/token_recordings.jsonl."""
-    found = claim(
-        DOCS / "emulator.md", r"(\d+) of them replayed, the (\w+) Amazon Nova ones left out"
-    )
-    assert int(found[1]) == bench_figure("recorded requests replayed")
-    lines = (ROOT / "benchmarks" / "data" / "token_recordings.jsonl").read_text().splitlines()
-    models = [json.loads(line)["model"] for line in lines if line.strip()]
-    nova = sum("nova" in model for model in models)
-    assert found[2] == {1: "one", 2: "two", 3: "three"}.get(nova, str(nova))
-    assert int(found[1]) == len(models) - nova
+    """docs/emulator.md: "N of them replayed, from P projects", against the `recorded requests
+    replayed` figure of benchmarks/bench.json and the repositories the recordings cite."""
+    found = claim(DOCS / "emulator.md", r"([\d,]+) of them replayed, from (\d+) projects")
+    assert int(found[1].replace(",", "")) == bench_figure("recorded requests replayed")
+    files = [ROOT / "benchmarks" / "data" / "token_recordings.jsonl"]
+    files += sorted((ROOT / "benchmarks" / "data" / "recordings").glob("*.jsonl"))
+    repos = {
+        json.loads(line)["source"]["repo"]
+        for path in files
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    }
+    assert int(found[2]) == len(repos)
 
 
 def test_notebook_03_says_which_policy_a_longer_lifetime_helps_most() -> None:

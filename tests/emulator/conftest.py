@@ -21,18 +21,13 @@ from anthropic.types import (
 )
 from sessiongen.emulator import BackgroundServer, EmulatorState, create_app
 
+from tests._filler import filler as filler  # re-exported for the suite
+
 ASGI_URL = "http://emulator"
 MODEL = "claude-sonnet-4-6"  # minimum cacheable prompt 1,024 tokens; rejects prefill
 PREFILL_MODEL = "claude-haiku-4-5"  # minimum 4,096; accepts prefill; active, no SDK warning
 POLL_ROUNDS = 2000  # x POLL_INTERVAL: a generous bound, reached only when a test is broken
 POLL_INTERVAL = 0.005
-
-
-def filler(tokens: int, tag: str) -> str:
-    """An ASCII text of exactly `tokens` tokens (4 bytes each), unique by `tag`."""
-    text = f"{tag}|"
-    assert len(text) <= tokens * 4, tag
-    return text + "x" * (tokens * 4 - len(text))
 
 
 def text_block(tokens: int, tag: str, ttl: Literal["5m", "1h"] | None = None) -> TextBlockParam:

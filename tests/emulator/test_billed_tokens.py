@@ -25,8 +25,7 @@ from anthropic.types import (
 from sessiongen._media_size import audio_seconds, image_size, pdf_pages, video_seconds
 from sessiongen.cache import get_model, list_models
 from sessiongen.emulator import EmulatorState, create_app
-from sessiongen.providers.anthropic.counting import count_model_body_tokens
-from sessiongen.providers.bedrock.counting import request_overhead
+from sessiongen.providers.anthropic.counting import count_model_body_tokens, request_tokens
 from sessiongen.providers.gemini.counting import (
     gemini_image_tokens,
     gemini_media_tokens,
@@ -40,6 +39,8 @@ from sessiongen.providers.openai.counting import (
 from sessiongen.tokens import (
     anthropic_image_tokens,
     count_bpe_tokens,
+    scale_tokens,
+    text_scale,
     token_facts,
 )
 
@@ -162,8 +163,10 @@ async def test_an_image_block_costs_its_formula_not_its_base64(emu: Emu) -> None
     counted = await emu.client.messages.count_tokens(
         model=MODEL, messages=[user(image, {"type": "text", "text": "x"})]
     )
-    framing = token_facts()["anthropic"]["message"]
-    assert counted.input_tokens == 54 + 1 + framing
+    text_only = await emu.client.messages.count_tokens(
+        model=MODEL, messages=[user({"type": "text", "text": "x"})]
+    )
+    assert counted.input_tokens - text_only.input_tokens == 54
 
 
 def test_a_pdf_document_costs_per_page() -> None:
@@ -274,16 +277,17 @@ async def test_bedrock_images_and_documents_are_accepted_and_billed_like_claude(
         {"document": {"format": "pdf", "name": "d", "source": {"bytes": b64(b"%PDF-1.4 x")}}},
     ]
     body = {"messages": [{"role": "user", "content": content}]}
+    text_only = {"messages": [{"role": "user", "content": content[:1]}]}
     model = "anthropic.claude-sonnet-4-6"
     async with httpx2.AsyncClient(
         transport=httpx2.ASGITransport(app=app), base_url="http://e"
     ) as c:
         response = await c.post(f"/model/{model}/converse", json=body)
-    assert response.status_code == 200, response.text
+        plain = await c.post(f"/model/{model}/converse", json=text_only)
+    assert response.status_code == plain.status_code == 200, response.text
     per_page = token_facts()["anthropic"]["pdf_page_tokens"]
-    framing = token_facts()["anthropic"]["message"]
-    overhead = request_overhead()  # Bedrock's own, on every Converse request
-    assert response.json()["usage"]["inputTokens"] == 2 + 54 + per_page + framing + overhead
+    added = response.json()["usage"]["inputTokens"] - plain.json()["usage"]["inputTokens"]
+    assert added == 54 + per_page
 
 
 # --- OpenAI --------------------------------------------------------------------------------
@@ -474,9 +478,12 @@ def test_anthropic_framing_counts_messages_and_tool_call_ids() -> None:
     facts = token_facts()["anthropic"]
     text: TextBlockParam = {"type": "text", "text": "hi"}
     one = {"model": MODEL, "messages": [user(text)]}
+    once = request_tokens(one, text_scale(MODEL))  # the request's template and hidden prompts
     assert (
         count_model_body_tokens(one)
-        == count_model_body_tokens(one, framing=False) + facts["message"]
+        == scale_tokens(count_model_body_tokens(one, framing=False), text_scale(MODEL))
+        + facts["message"]
+        + once
     )
     call: ToolUseBlockParam = {
         "type": "tool_use",

@@ -210,7 +210,7 @@ def test_bedrock_answers_a_validation_exception(
         ),
         pytest.param(
             {"contents": [{"role": "robot", "parts": [{"text": "q"}]}]},
-            "Invalid value at 'contents[0].role': Input should be 'user' or 'model'",
+            "Invalid value at 'contents[0].role': Input should be 'user', 'model' or 'function'",
             id="role",
         ),
         pytest.param(

@@ -27,6 +27,8 @@ from sessiongen.cache import (
 )
 from sessiongen.catalog import UnknownModel
 
+from tests._filler import filler
+
 MIN = 1024
 
 
@@ -405,12 +407,12 @@ def test_billing_partitions_the_prompt() -> None:
             system=[
                 {
                     "type": "text",
-                    "text": "s" * 4400,
+                    "text": filler(1100, "s"),
                     "cache_control": {"type": "ephemeral", "ttl": "1h"},
                 },
-                {"type": "text", "text": "t" * 4400, "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": filler(1100, "t"), "cache_control": {"type": "ephemeral"}},
             ],
-            messages=[{"role": "user", "content": "u" * 400}],
+            messages=[{"role": "user", "content": filler(100, "u")}],
         )
     )
     cache = CacheStore()

@@ -298,7 +298,7 @@ async def test_prewarm_with_max_tokens_zero(emu: Emu) -> None:
     response has an empty content array, stop_reason: "max_tokens"" and "Zero output tokens
     are billed"; the follow-up request reads the warmed prefix."""
     system = [text_block(1100, "prewarm", "5m")]
-    warm = await emu.create(max_tokens=0, system=system, messages=[user(text_block(2, "warmup"))])
+    warm = await emu.create(max_tokens=0, system=system, messages=[user(text_block(2, "w"))])
     assert warm.content == []
     assert warm.stop_reason == "max_tokens"
     assert warm.usage.output_tokens == 0

@@ -23,6 +23,7 @@ from sessiongen.providers.openai.emulator import CHAT_PATH, flatten
 from sessiongen.providers.openai.wire import usage_from_openai
 from sessiongen.tokens import scale_tokens
 
+from tests._filler import filler
 from tests.providers._sdk import gemini_client
 
 from .conftest import Emu, text_block, user
@@ -52,11 +53,6 @@ Gemini 3.1 Flash-Lite. (gpt-6.1-terra is in Codex's list but has no price found:
 
 GEMINI_URL = "http://gemini.emulator"
 OPENAI_URL = "http://emulator/v1"
-
-
-def filler(tokens: int, tag: str) -> str:
-    """ASCII text of exactly `tokens` tokens (4 bytes each) under the bare count."""
-    return f"{tag}|".ljust(tokens * 4, "x")
 
 
 @dataclass

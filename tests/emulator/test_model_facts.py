@@ -12,7 +12,8 @@ from sessiongen.cache import get_model, list_models
 from sessiongen.emulator.state import LIFETIME_DEFAULTS
 from sessiongen.llm.types import LLMMessage, LLMRequest, SystemPart, TextContent
 from sessiongen.providers import count_request_tokens
-from sessiongen.tokens import scale_tokens
+from sessiongen.providers.anthropic.counting import request_tokens
+from sessiongen.tokens import text_scale
 
 from .conftest import MODEL, Emu, filler, text_block, usage_tuple, user
 
@@ -190,11 +191,18 @@ async def test_new_tokenizer_counts_more_and_the_engine_agrees(emu: Emu) -> None
         )
         assert count_request_tokens(request) == counted.input_tokens, model
         counts[model] = counted.input_tokens
-    assert counts == {MODEL: 3 + 1000 + 5, "claude-opus-4-7": scale_tokens(3, 1.3) + 1300 + 5}
+    texts = {}
+    for model, count in counts.items():
+        body = {"model": model, "messages": [{"role": "user", "content": text}]}
+        texts[model] = count - 5 - request_tokens(body, text_scale(model))  # the text alone
+    assert abs(texts["claude-opus-4-7"] / texts[MODEL] - 1.3) < 0.01
     message = await emu.create(
         model="claude-opus-4-7", messages=[user({"type": "text", "text": text})]
     )
-    assert message.usage.input_tokens == 1300 + 3
+    alone = await emu.client.messages.count_tokens(
+        model="claude-opus-4-7", messages=[user({"type": "text", "text": text})]
+    )
+    assert message.usage.input_tokens == alone.input_tokens
 
 
 TOOL: ToolParam = {"name": "t", "description": "", "input_schema": {"type": "object"}}

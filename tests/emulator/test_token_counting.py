@@ -25,10 +25,11 @@ from sessiongen.providers import count_request_tokens
 from sessiongen.providers.anthropic.adapter import lower_request
 from sessiongen.session.counting import context_window
 from sessiongen.testing import ScriptedLLMClient, ScriptedReply
+from sessiongen.tokens import count_text_tokens, count_tool_call_tokens, scale_tokens, text_scale
 
 from .conftest import MODEL, Emu
 
-THOUGHT = "I should read the file first. " * 100  # 3,000 bytes: 750 tokens
+THOUGHT = "I should read the file first. " * 100
 PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUg=="}
 
 
@@ -136,10 +137,11 @@ async def test_engine_count_is_the_emulators_count(emu: Emu, case: str) -> None:
 
 def test_what_the_lowering_drops_costs_nothing() -> None:
     """Reasoning without a signature never reaches the wire, so it costs 0 tokens; signed,
-    the same text costs its 750 tokens on both sides."""
+    the same text costs its tokens (scaled to the model) on both sides."""
     signed = count_request_tokens(REQUESTS["signed reasoning"])
     unsigned = count_request_tokens(REQUESTS["unsigned reasoning"])
-    assert signed - unsigned == 750
+    thought = scale_tokens(count_text_tokens(THOUGHT), text_scale(MODEL))
+    assert signed - unsigned == thought > 0
 
 
 def test_the_window_comes_from_the_catalog() -> None:
@@ -184,5 +186,6 @@ async def test_the_scripted_client_bills_a_reply_as_the_emulator_does(emu: Emu) 
         messages=[{"role": "user", "content": "Read it."}],
         tools=[{"name": "read_file", "input_schema": {"type": "object"}}],
     )
-    # 15 bytes of text, 9 of name, 36 of canonical input JSON: 4 + 3 + 9 tokens.
-    assert double.usage.output_tokens == message.usage.output_tokens == 4 + 3 + 9
+    # The text, the tool's name and its canonical input JSON, each by the base count.
+    expected = count_text_tokens("Reading it now.") + count_tool_call_tokens(*calls[0][1:])
+    assert double.usage.output_tokens == message.usage.output_tokens == expected

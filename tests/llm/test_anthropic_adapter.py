@@ -784,7 +784,7 @@ async def test_emulator_stream_retries_follow_the_client() -> None:
 
 
 async def test_emulator_prompt_too_long_is_context_overflow() -> None:
-    huge = LLMMessage(role="user", content=(TextContent(text="x" * 4 * 1_000_001),))
+    huge = LLMMessage(role="user", content=(TextContent(text=" x" * 1_000_001),))
     async with emulated() as (llm, _):
         with pytest.raises(ContextOverflow) as info:
             await llm.generate(emu_req(messages=(huge,)))

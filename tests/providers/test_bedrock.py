@@ -39,6 +39,7 @@ from sessiongen.model import Agent, ModelRef
 from sessiongen.providers.bedrock.adapter import BedrockLLMClient
 from sessiongen.providers.bedrock.wire import lower_request, usage_from_bedrock
 
+from tests._filler import filler
 from tests.providers._sdk import bedrock_client
 
 # AWS's table: Opus 4.5 has the 1h TTL and a 4,096-token minimum per checkpoint; Sonnet 4.6
@@ -63,10 +64,6 @@ def _input_shape() -> Any:
 
 
 INPUT_SHAPE = _input_shape()
-
-
-def filler(tokens: int, tag: str) -> str:
-    return f"{tag}|" + "x" * (tokens * 4 - len(tag) - 1)
 
 
 def request(choice: ToolChoice | None = None, *, marks: bool = True) -> LLMRequest:

@@ -19,6 +19,7 @@ from sessiongen.emulator import BackgroundServer, EmulatorState
 from sessiongen.llm.types import CacheMark, LLMMessage, LLMRequest, SystemPart, TextContent
 from sessiongen.providers.bedrock.wire import lower_request
 
+from tests._filler import filler
 from tests.providers._sdk import bedrock_client
 
 # AWS's table, as (model id, minimum tokens per checkpoint, 1h TTL supported).
@@ -29,10 +30,6 @@ AWS_TABLE = [
     ("anthropic.claude-sonnet-4-6", 1024, False),
     ("anthropic.claude-haiku-4-5-20251001-v1:0", 4096, True),
 ]
-
-
-def filler(tokens: int, tag: str) -> str:
-    return f"{tag}|" + "x" * (tokens * 4 - len(tag) - 1)
 
 
 @pytest.fixture(scope="module")

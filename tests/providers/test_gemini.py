@@ -42,16 +42,12 @@ from sessiongen.providers.gemini.adapter import GeminiLLMClient
 from sessiongen.providers.gemini.wire import decode_signature, lower_request, usage_from_gemini
 from sessiongen.session.store import SessionStore
 
+from tests._filler import filler
 from tests.providers._sdk import gemini_client
 
 BASE_URL = "http://gemini.emulator"
 MODEL = "gemini-2.5-flash"  # implicit-caching minimum 2,048 tokens (models_gemini.json)
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
-
-
-def filler(tokens: int, tag: str) -> str:
-    """ASCII text of exactly `tokens` tokens (4 bytes each), unique by `tag`."""
-    return f"{tag}|".ljust(tokens * 4, "x")
 
 
 def request(choice: ToolChoice | None = None, *, extra: tuple[LLMMessage, ...] = ()) -> LLMRequest:

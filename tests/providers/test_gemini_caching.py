@@ -23,15 +23,11 @@ from google import genai
 from google.genai import types
 from sessiongen.emulator import EmulatorState, create_app
 
+from tests._filler import filler
 from tests.providers._sdk import gemini_client
 
 BASE_URL = "http://gemini.emulator"
 MODEL = "gemini-2.5-flash"  # implicit-caching minimum 2,048 tokens
-
-
-def filler(tokens: int, tag: str) -> str:
-    """ASCII text of exactly `tokens` tokens (4 bytes each), unique by `tag`."""
-    return f"{tag}|".ljust(tokens * 4, "x")
 
 
 @dataclass

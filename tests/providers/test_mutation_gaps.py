@@ -49,6 +49,7 @@ from sessiongen.providers.openai.counting import (
 from sessiongen.providers.openai.probe import Driver as OpenAIDriver
 from sessiongen.tokens import count_bpe_tokens, token_facts
 
+from tests._filler import filler
 from tests.llm.conftest import (
     MESSAGE_STOP,
     Seen,
@@ -509,7 +510,7 @@ async def test_gemini_usage_totals_and_every_stream_chunk_carries_the_cached_pro
 ) -> None:
     """`totalTokenCount` is prompt plus output; streamed, every chunk before the last
     carries the prompt's counts, the cached share included, with the prompt as its total."""
-    prompt = {"contents": [{"role": "user", "parts": [{"text": "x" * 8000}]}]}
+    prompt = {"contents": [{"role": "user", "parts": [{"text": filler(2000, "prompt")}]}]}
     url = f"/v1beta/models/{GEMINI_3}"
     first = (await http.post(f"{url}:generateContent", json=prompt)).json()["usageMetadata"]
     assert first["totalTokenCount"] == first["promptTokenCount"] + first["candidatesTokenCount"]
@@ -551,7 +552,7 @@ def test_a_gemini_pdf_part_is_billed_per_page_and_only_under_its_mime_type() -> 
     per_page = token_facts()["gemini"]["image_tokens"]
     assert gemini_media_tokens("application/pdf", b64(PDF)) == 2 * per_page
     assert gemini_media_tokens("application/octet-stream", b64(PDF)) is None
-    assert gemini_media_tokens("text/plain", b64(PDF)) is None
+    assert gemini_media_tokens("video/mp4", b64(PDF)) is None  # no duration in a PDF
 
 
 async def test_a_gemini_error_event_of_an_unknown_status_is_internal(
@@ -575,7 +576,7 @@ async def test_a_request_on_cached_content_keeps_its_generation_config(
     contents, under its own `generationConfig`: a one-token limit cuts the reply."""
     cache = {
         "model": "models/gemini-2.5-flash",
-        "systemInstruction": {"parts": [{"text": "manual|".ljust(12000, "x")}]},
+        "systemInstruction": {"parts": [{"text": filler(3000, "manual")}]},
         "contents": [{"role": "user", "parts": [{"text": "The document."}]}],
         "ttl": "600s",
     }

@@ -129,10 +129,15 @@ def allowed_reply(
 
 
 def fit(text: str, budget: int) -> str:
-    """The longest prefix of `text` that costs at most `budget` tokens."""
+    """A prefix of `text` that costs at most `budget` tokens: about `budget` tokens' bytes,
+    shortened until it fits (a token is 4 bytes or fewer on typical text)."""
     if count_text_tokens(text) <= budget:
         return text
-    return text.encode("utf-8")[: budget * BYTES_PER_TOKEN].decode("utf-8", errors="ignore")
+    size = budget * BYTES_PER_TOKEN
+    cut = text.encode("utf-8")[:size].decode("utf-8", errors="ignore")
+    while cut and count_text_tokens(cut) > budget:
+        cut = cut[: max(0, len(cut) - max(1, len(cut) // 8))]
+    return cut
 
 
 def _stop_at_sequence(text: str, stops: Sequence[str]) -> tuple[str, str | None]:

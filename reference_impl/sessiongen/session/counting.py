@@ -183,7 +183,7 @@ def _message_tokens(message: LLMMessage, model: str) -> int | None:
     lowered = anthropic_wire.lower_message(message)
     if any(block.get("type") in THINKING_KINDS for block in lowered["content"]):
         return None
-    return count_model_body_tokens({"model": model, "messages": [lowered]})
+    return count_model_body_tokens({"model": model, "messages": [lowered]}, once=False)
 
 
 # --- overflow, decided cheaply ----------------------------------------------------------------

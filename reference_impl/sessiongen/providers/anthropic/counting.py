@@ -188,10 +188,7 @@ def _model_positions(
         info = get_model(str(body.get("model", "")))
     except UnknownModel:
         info = None
-    # The family's multiplier (documented ratios between Claude tokenizers) times the
-    # calibrated scale from the o200k base to Claude's own count (1 in the bare count).
-    family = info.token_multiplier if info is not None else 1.0
-    multiplier = family * float(token_section("anthropic", framing)["text_scale"])
+    multiplier = _multiplier(body, framing)
     deferred = {
         str(t.get("name")): t
         for t in body.get("tools") or []
@@ -228,11 +225,15 @@ def _model_positions(
         choice_type = choice.get("type") if isinstance(choice, Mapping) else None
         adjusted[0] += info.tool_prompt_tokens(choice_type)
     if framing and adjusted:
-        # The template's own tokens around the whole request (CALIBRATED: `request`), and
-        # what the API adds for structured output and thinking.
-        adjusted[0] += int(token_section("anthropic")["request"])
-        adjusted[0] += hidden_prompt_tokens(body, multiplier)
+        adjusted[0] += request_tokens(body, multiplier)
     return adjusted
+
+
+def request_tokens(body: Mapping[str, Any], multiplier: float = 1.0) -> int:
+    """What a request costs once, whatever its blocks: the template's own tokens around the
+    whole request (CALIBRATED: `request`) and the hidden prompts (`hidden_prompt_tokens`).
+    Billed on the first position."""
+    return int(token_section("anthropic")["request"]) + hidden_prompt_tokens(body, multiplier)
 
 
 def structured_output_schema(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -279,13 +280,34 @@ def hidden_prompt_tokens(body: Mapping[str, Any], multiplier: float = 1.0) -> in
 
 
 def count_model_body_tokens(
-    body: Mapping[str, Any], *, tool_prompt: bool = True, framing: bool = True
+    body: Mapping[str, Any],
+    *,
+    tool_prompt: bool = True,
+    framing: bool = True,
+    once: bool = True,
 ) -> int:
     """Input tokens of a Messages wire body for its model (`model_positions`): what the
     emulator's `count_tokens` answers and its `usage` adds up to (with the same
-    `tool_prompt` and `framing` settings)."""
+    `tool_prompt` and `framing` settings). Without `once`, the tokens a request costs once
+    (`request_tokens`) are left out: the share of a part of a request (one message)."""
     layout = body_layout(body)  # made once, for the counts and the model's share
-    return sum(_model_positions(_layout_counts(layout), layout, body, tool_prompt, framing))
+    positions = _model_positions(_layout_counts(layout), layout, body, tool_prompt, framing)
+    total = sum(positions)
+    if framing and positions and not once:
+        total -= request_tokens(body, _multiplier(body, framing))
+    elif framing and not positions and once:  # a body of nothing still costs its template
+        total += request_tokens(body, _multiplier(body, framing))
+    return total
+
+
+def _multiplier(body: Mapping[str, Any], framing: bool) -> float:
+    """The family's multiplier (documented ratios between Claude tokenizers) times the
+    calibrated scale from the o200k base to Claude's own count (1 in the bare count)."""
+    try:
+        family = get_model(str(body.get("model", ""))).token_multiplier
+    except UnknownModel:
+        family = 1.0
+    return family * float(token_section("anthropic", framing)["text_scale"])
 
 
 # Server tools: run on the provider's side, their results billed as input of the same request.

@@ -16,7 +16,6 @@ from ...tokens import (
     token_section,
 )
 
-
 _TEXT_TYPES = frozenset({"application/json", "application/xml", "application/x-yaml"})
 
 

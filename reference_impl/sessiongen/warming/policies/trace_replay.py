@@ -53,6 +53,7 @@ from ...cache import (
     token_counts,
 )
 from ...cache.store import CompiledBlocks, compile_blocks
+from ...tokens import text_of_tokens
 from ..traces import Trace
 from .decision import DEFAULT_MODEL, Decision, Fixed, History, Policy
 
@@ -468,12 +469,12 @@ def replay(
 
 
 def block_text(block: int, tokens: int) -> str:
-    """A text of exactly `tokens` tokens (4 ASCII bytes each) that only block id `block`
-    produces: the shared token counter makes it `tokens` tokens, and its hash its id."""
-    tag = f"{block:x}|"
-    if len(tag) > 4 * tokens:
-        raise ValueError(f"block {block} of {tokens} tokens is too short to carry its id")
-    return tag + "." * (4 * tokens - len(tag))
+    """A text of exactly `tokens` tokens that only block id `block` produces: the shared
+    token counter makes it `tokens` tokens (`tokens.text_of_tokens`), and its hash its id."""
+    try:
+        return text_of_tokens(tokens, f"{block:x}")
+    except ValueError:
+        raise ValueError(f"block {block} of {tokens} tokens is too short to carry its id") from None
 
 
 def messages_params(

@@ -119,7 +119,9 @@ def _emulated(client: TestClient, records: list[dict[str, Any]]) -> list[float |
 def _loss(emulated: list[float | None], real: list[float]) -> float:
     """The mean relative error, each capped at 100% (a refused request, or a record the
     counter cannot know, weighs no more than one wrong by the whole count)."""
-    errors = [1.0 if e is None else min(1.0, abs(e - r) / r) for e, r in zip(emulated, real)]
+    errors = [
+        1.0 if e is None else min(1.0, abs(e - r) / r) for e, r in zip(emulated, real, strict=True)
+    ]
     return statistics.fmean(errors) if errors else 0.0
 
 
@@ -143,7 +145,9 @@ def _fit_integers(
         facts[key] += 1
         moved = _emulated(client, rows)
         facts[key] -= 1
-        effect[key] = [0.0 if a is None or b is None else a - b for a, b in zip(moved, base)]
+        effect[key] = [
+            0.0 if a is None or b is None else a - b for a, b in zip(moved, base, strict=True)
+        ]
     start = {key: float(facts[key]) for key in keys}
     chosen = dict(start)
 

@@ -133,7 +133,6 @@ def _openai_text(content: Any, model: str = "gpt-4o", pdf_page: int = 765) -> tu
         return canonical_json(content), 0
     texts: list[str] = []
     media = 0
-    facts = token_section("openai_images")
     for part in content:
         if not isinstance(part, Mapping):
             continue

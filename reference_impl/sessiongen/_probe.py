@@ -859,14 +859,15 @@ def plan(model: str, run_id: str, *, with_ttl: bool, tokens: int | None = None) 
 
 
 def available_lifetime(model: str, lifetime: Lifetime) -> Lifetime:
-    """`lifetime`, or the model's default where it has no long one: the 1-hour TTL is per
-    model on Bedrock (AWS's table), OpenAI's extended `24h` retention per model (the
-    guide's list), and asking a model for one it lacks is a 400 there. The retention probe
-    then asks what the model's own lifetime keeps over the idle gap."""
+    """`lifetime`, or the model's default where it has no long one (its provider's probe
+    part says, `has_long_lifetime`: the 1-hour TTL is per model on Bedrock, OpenAI's `24h`
+    retention per model and none on GPT-5.6+, whose one lifetime is 30 minutes), where
+    asking for one it lacks is a 400. The retention probe then asks what the model's own
+    lifetime keeps over the idle gap."""
     if lifetime != "long":
         return lifetime
     info = get_model(model)
-    has_long = info.extended_retention if info.provider == "openai" else info.one_hour_ttl
+    has_long: bool = PROVIDERS[info.provider].part("probe").has_long_lifetime(info)
     return lifetime if has_long else "default"
 
 

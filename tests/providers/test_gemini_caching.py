@@ -314,6 +314,6 @@ async def test_an_explicit_cache_bills_storage_by_the_hour_and_implicit_ones_non
     costs = await storage()
     assert costs["cachedContent"] == pytest.approx(3000 * 1.00 * 1.5 / 1e6)
     assert costs["implicit"] == 0.0
-    emulated.state.clock.set(7200)
+    emulated.state.clock.set(7300)  # past its expireTime: storage stopped at 7,200 s
     assert (await storage())["cachedContent"] == pytest.approx(3000 * 1.00 * 2 / 1e6)
     assert cache.expire_time == instant(7200)

@@ -579,6 +579,7 @@ def test_the_docs_example_is_a_fresh_run(target: Emulator) -> None:
         ("gpt-4o", "long", "default"),  # OpenAI: no extended (24h) retention
         ("gpt-4o", "short", "short"),
         ("gpt-5", "long", "long"),
+        ("gpt-5.6-sol", "long", "default"),  # GPT-5.6+: one lifetime, "30m"
     ],
 )
 def test_available_lifetime_replaces_only_a_long_lifetime_the_model_lacks(

@@ -44,3 +44,26 @@ def test_the_api_key_signs_every_request_and_the_environment_is_restored(
     assert sent == [b"Bearer bedrock-api-key-0123456789"] * 2
     driver.close()
     assert BEARER_ENV not in os.environ
+
+
+def test_a_refused_connection_is_reported_as_one_not_as_a_timeout() -> None:
+    """urllib3's `NewConnectionError` (behind botocore's `EndpointConnectionError`) subclasses
+    urllib3's `ConnectTimeoutError`: a refused connection once came out as the `--timeout`
+    running out, "no complete answer within 30 s", after an instant refusal."""
+    from sessiongen._probe import ProbeError, TimedOut
+    from sessiongen.emulator import free_port
+
+    url = f"https://127.0.0.1:{free_port()}"  # nothing listens there (refused before TLS)
+    driver = BedrockDriver(url, "bedrock-api-key-0123456789", False, Guard(url))
+    try:
+        with pytest.raises(ProbeError) as caught:
+            driver._call(
+                lambda: driver._client.converse(
+                    modelId="anthropic.claude-sonnet-4-6",
+                    messages=[{"role": "user", "content": [{"text": "hi"}]}],
+                )
+            )
+    finally:
+        driver.close()
+    assert not isinstance(caught.value, TimedOut)
+    assert str(caught.value).startswith("cannot connect to Bedrock: "), str(caught.value)

@@ -578,7 +578,11 @@ class Guard:
         for error in chain:
             if isinstance(error, ProbeError):  # a refusal from a hook, wrapped by the SDK
                 return error
-        timeouts, broken, unparsable = _sdk_error_types()
+        refused, timeouts, broken, unparsable = _sdk_error_types()
+        if any(isinstance(error, refused) for error in chain):
+            # Before the timeouts: urllib3's NewConnectionError subclasses its
+            # ConnectTimeoutError. The driver's own mapping says it cannot connect.
+            return None
         for error in chain:
             if isinstance(error, timeouts):
                 return self._timed_out()
@@ -601,9 +605,13 @@ def _sdk_error_types() -> tuple[
     tuple[type[BaseException], ...],
     tuple[type[BaseException], ...],
     tuple[type[BaseException], ...],
+    tuple[type[BaseException], ...],
 ]:
-    """What the HTTP stacks raise for (a timeout, a body cut off, a body botocore cannot
-    parse): httpx2's, and urllib3's and botocore's where boto3 is installed."""
+    """What the HTTP stacks raise for (a connection that could not be made, a timeout, a
+    body cut off, a body botocore cannot parse): httpx2's, and urllib3's and botocore's where
+    boto3 is installed. A connection error is checked first: urllib3's `NewConnectionError`
+    (a refused connection) is a subclass of its `ConnectTimeoutError`."""
+    refused: list[type[BaseException]] = [httpx2.ConnectError]
     timeouts: list[type[BaseException]] = [TimeoutError, httpx2.TimeoutException]
     broken: list[type[BaseException]] = [httpx2.RemoteProtocolError, httpx2.DecodingError]
     unparsable: list[type[BaseException]] = []
@@ -614,11 +622,12 @@ def _sdk_error_types() -> tuple[
     except ImportError:
         pass
     else:
+        refused += [urllib3_exceptions.NewConnectionError, exceptions.EndpointConnectionError]
         timeouts += [exceptions.ConnectTimeoutError, exceptions.ReadTimeoutError]
         timeouts += [urllib3_exceptions.TimeoutError]
         broken += [urllib3_exceptions.ProtocolError, exceptions.ConnectionClosedError]
         unparsable += [parsers.ResponseParserError]
-    return tuple(timeouts), tuple(broken), tuple(unparsable)
+    return tuple(refused), tuple(timeouts), tuple(broken), tuple(unparsable)
 
 
 Shape: TypeAlias = type | dict[str, "Shape"] | list["Shape"]
@@ -850,14 +859,15 @@ def plan(model: str, run_id: str, *, with_ttl: bool, tokens: int | None = None) 
 
 
 def available_lifetime(model: str, lifetime: Lifetime) -> Lifetime:
-    """`lifetime`, or the model's default where it has no long one: the 1-hour TTL is per
-    model on Bedrock (AWS's table), OpenAI's extended `24h` retention per model (the
-    guide's list), and asking a model for one it lacks is a 400 there. The retention probe
-    then asks what the model's own lifetime keeps over the idle gap."""
+    """`lifetime`, or the model's default where it has no long one (its provider's probe
+    part says, `has_long_lifetime`: the 1-hour TTL is per model on Bedrock, OpenAI's `24h`
+    retention per model and none on GPT-5.6+, whose one lifetime is 30 minutes), where
+    asking for one it lacks is a 400. The retention probe then asks what the model's own
+    lifetime keeps over the idle gap."""
     if lifetime != "long":
         return lifetime
     info = get_model(model)
-    has_long = info.extended_retention if info.provider == "openai" else info.one_hour_ttl
+    has_long: bool = PROVIDERS[info.provider].part("probe").has_long_lifetime(info)
     return lifetime if has_long else "default"
 
 

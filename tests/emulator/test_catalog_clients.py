@@ -7,7 +7,7 @@ list and the `_about` of `catalog/models*.json` and `catalog/pricing*.json`)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import httpx
@@ -251,22 +251,36 @@ async def test_openai_cached_input_bills_at_the_catalogued_rate(
     (GPT-6.1 Sol "$2 input, $0.10 cached input, and $10 output per million tokens", ...) are
     third-party quotes of https://developers.openai.com/api/docs/pricing: UNCONFIRMED.
 
-    A second request sharing the system prompt reads it (rounded down to the model's breakpoint
-    interval, then to 128: GPT-5.6+'s "Exact eligible boundary" reporting and its cache writes
-    are not modelled) and bills the read at the cached-input price."""
+    GPT-5.5: a second request sharing the system prompt reads it, rounded down to the
+    breakpoint interval and to 128, with no write billed. GPT-5.6 and later: "caching the
+    first complete request implicitly-only does not make the shorter shared prefix reusable"
+    (the guide's "A shared prefix is not always a cached prefix"): the second request reads
+    nothing and writes its whole prompt at the write price; the same request again reads it
+    all ("Exact eligible boundary") at the cached-input price."""
     assert price(model) == Price(input_price, write_price, write_price, cached_price, output_price)
     info = get_model(model)
     assert (info.min_cacheable_tokens, info.implicit_breakpoint_interval) == (1024, interval)
     await clients.openai.chat.completions.create(**chat(model, "What does app.py do?"))
     clients.state.clock.advance(60)
     second = await clients.openai.chat.completions.create(**chat(model, "Now a title."))
-    shared = sum(b.tokens for b in flatten(chat(model, "x"), CHAT_PATH, framing=False)[0][:1])
     assert second.usage is not None and second.usage.prompt_tokens_details is not None
-    cached = second.usage.prompt_tokens_details.cached_tokens
-    assert cached == shared // interval * interval // 128 * 128 > 0
+    cached = second.usage.prompt_tokens_details.cached_tokens or 0
     billed = cost_breakdown(usage_from_openai(second.usage), model)
-    assert billed.cache_read == pytest.approx(cached * cached_price / 1e6)
-    assert billed.cache_write_5m == 0  # the emulator reports no OpenAI cache writes
+    if info.prompt_cache is None:
+        shared = sum(b.tokens for b in flatten(chat(model, "x"), CHAT_PATH, framing=False)[0][:1])
+        assert cached == shared // interval * interval // 128 * 128 > 0
+        assert billed.cache_read == pytest.approx(cached * cached_price / 1e6)
+        assert billed.cache_write_5m == 0  # "No additional cache-write charge"
+        return
+    written = second.usage.prompt_tokens_details.cache_write_tokens
+    assert cached == 0 and written == second.usage.prompt_tokens
+    assert billed.cache_write_5m == pytest.approx(written * write_price / 1e6)
+    again = await clients.openai.chat.completions.create(**chat(model, "Now a title."))
+    assert again.usage is not None and again.usage.prompt_tokens_details is not None
+    assert again.usage.prompt_tokens_details.cached_tokens == again.usage.prompt_tokens
+    read = cost_breakdown(usage_from_openai(again.usage), model)
+    assert read.cache_read == pytest.approx(again.usage.prompt_tokens * cached_price / 1e6)
+    assert read.cache_write_5m == 0
 
 
 async def test_gpt_5_5_keeps_24h_retention(clients: Clients) -> None:
@@ -314,7 +328,8 @@ async def test_gemini_implicit_reads_bill_at_the_catalogued_rate(
 
     A shared system instruction just above the minimum is read by the next request and billed
     at the cached-input price; one just below it is not read."""
-    assert price(model) == Price(input_price, input_price, input_price, cached_price, output_price)
+    row = Price(input_price, input_price, input_price, cached_price, output_price)
+    assert replace(price(model), cache_storage_per_mtok_hour=0.0) == row
     assert get_model(model).min_cacheable_tokens == minimum
 
     async def ask(system: str, question: str) -> types.GenerateContentResponse:

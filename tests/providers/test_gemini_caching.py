@@ -281,3 +281,35 @@ async def test_the_v1_api_version_serves_caches_too(emulated: Emulated) -> None:
     )
     assert [c.name async for c in await sdk.caches.list()] == [cache.name]
     await sdk.caches.delete(name=cache.name)
+
+
+async def test_an_explicit_cache_bills_storage_by_the_hour_and_implicit_ones_none(
+    emulated: Emulated,
+) -> None:
+    """Google's context-cache overview: "For explicit caching, there are also storage costs
+    based on how long caches are stored. There are no storage costs for implicit caching."
+    (docs.cloud.google.com/gemini-enterprise-agent-platform/models/context-cache/
+    context-cache-overview). The price per million tokens per hour is the catalog's
+    `cache_storage_per_mtok_hour` (Gemini 2.5 Flash "$1.00/1M tokens/hour (storage)", a
+    third-party transcription of ai.google.dev/gemini-api/docs/pricing: UNCONFIRMED).
+
+    A 3,000-token cache of gemini-2.5-flash stored 90 minutes has cost 3,000 x $1.00 x 1.5 /
+    1,000,000; it stops accruing at its `expireTime`; the implicit entries beside it cost
+    nothing to store."""
+    from sessiongen.cache import price
+
+    assert price(MODEL).cache_storage_per_mtok_hour == 1.00
+    await ask(emulated, "An implicit entry too.")
+    cache = await make_cache(emulated, "stored", ttl="7200s")
+
+    async def storage() -> dict[str, float]:
+        answer = (await emulated.http.get("/_emulator/cache")).json()
+        return {e["ttl"]: e["storage_usd"] for e in answer["entries"]}
+
+    emulated.state.clock.advance(90 * 60)
+    costs = await storage()
+    assert costs["cachedContent"] == pytest.approx(3000 * 1.00 * 1.5 / 1e6)
+    assert costs["implicit"] == 0.0
+    emulated.state.clock.set(7300)  # past its expireTime: storage stopped at 7,200 s
+    assert (await storage())["cachedContent"] == pytest.approx(3000 * 1.00 * 2 / 1e6)
+    assert cache.expire_time == instant(7200)

@@ -2,6 +2,7 @@
 
 from ..catalog import (
     ModelInfo,
+    PromptCacheRules,
     UnknownModel,
     alias_model,
     get_model,
@@ -21,10 +22,19 @@ from .prefix import (
     messages_settings,
     system_settings,
 )
-from .pricing import CostBreakdown, Price, cost, cost_breakdown, price, token_counts
+from .pricing import (
+    CostBreakdown,
+    Price,
+    cost,
+    cost_breakdown,
+    price,
+    storage_cost,
+    token_counts,
+)
 from .store import (
     LOOKBACK_WINDOW,
     TTL_SECONDS,
+    BoundaryResult,
     BreakpointOutcome,
     CacheEntry,
     CacheResult,
@@ -40,6 +50,7 @@ __all__ = [
     "TTL",
     "TTL_SECONDS",
     "Block",
+    "BoundaryResult",
     "BreakpointOutcome",
     "CacheControlError",
     "CacheEntry",
@@ -53,6 +64,7 @@ __all__ = [
     "ModelInfo",
     "PreparedRequest",
     "Price",
+    "PromptCacheRules",
     "UnknownModel",
     "alias_model",
     "check_breakpoints",
@@ -65,6 +77,7 @@ __all__ = [
     "messages_settings",
     "override_model",
     "price",
+    "storage_cost",
     "system_settings",
     "token_counts",
 ]

@@ -24,6 +24,9 @@ class Price:
     cache_write_1h: float
     cache_read: float
     output: float
+    cache_storage_per_mtok_hour: float = 0.0
+    """USD per million tokens per hour an explicit cache is stored (Gemini `cachedContents`);
+    0 where the provider bills no storage."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,13 @@ def cost_breakdown(usage: Mapping[str, Any] | object, model: str) -> CostBreakdo
         cache_read=n["cache_read"] * p.cache_read / PER_TOKENS,
         output=n["output"] * p.output / PER_TOKENS,
     )
+
+
+def storage_cost(model: str, tokens: int, seconds: float) -> float:
+    """USD of storing `tokens` in an explicit cache of `model` for `seconds`, at the model's
+    `cache_storage_per_mtok_hour` (0 for a model without a storage price)."""
+    hours = max(seconds, 0.0) / 3600
+    return tokens * price(model).cache_storage_per_mtok_hour * hours / PER_TOKENS
 
 
 def cost(usage: Mapping[str, Any] | object, model: str) -> float:

@@ -61,6 +61,9 @@ class CacheEntry:
     lifetime for `ttl`."""
     max_expires_at: float | None = None
     """No read or rewrite keeps the entry past this (an implicit rule's `max_age`)."""
+    stored_for: str | None = None
+    """The catalogued model whose storage price (`cache_storage_per_mtok_hour`) the entry
+    accrues while it lives (Gemini's explicit caches); None: storage is not billed."""
 
     def alive(self, now: float) -> bool:
         # Inclusive: the docs call 5m / 1h a *minimum* lifetime.
@@ -195,6 +198,24 @@ class ImplicitResult:
     hit_position: int | None
     written_tokens: int
     total_tokens: int
+
+
+@dataclass(frozen=True)
+class BoundaryResult:
+    """What `apply_boundaries` did: `read_tokens` up to the matched boundary (0 on a miss) at
+    `hit_position`; `written_end` the tokens up to the last boundary written (0: none);
+    `write_tokens` what the writes add beyond the read (billed as cache writes), and the
+    rest of `total_tokens` past both is plain input."""
+
+    read_tokens: int
+    hit_position: int | None
+    write_tokens: int
+    written_end: int
+    total_tokens: int
+
+    @property
+    def input_tokens(self) -> int:
+        return self.total_tokens - max(self.read_tokens, self.written_end)
 
 
 class CacheStore:
@@ -523,6 +544,81 @@ class CacheStore:
         written = marks[-1][1] if marks else 0
         return ImplicitResult(read, hit, written, total)
 
+    def apply_boundaries(
+        self,
+        blocks: Sequence[tuple[str, int, Any]],
+        *,
+        model: str,
+        now: float,
+        min_tokens: int,
+        lookups: Sequence[int],
+        writes: Sequence[int],
+        life: float,
+        label: str,
+        ttft: float = 0.0,
+    ) -> BoundaryResult:
+        """Caching at boundaries the caller chose (OpenAI GPT-5.6 and later, whose rules for
+        choosing them live with that provider): flattened blocks `(prefix_hash, tokens, _)`,
+        the positions a request looks its prefix up at (`lookups`) and those it writes
+        (`writes`). Only a position whose prefix reaches `min_tokens` counts.
+
+        Read: the longest looked-up position with a usable entry (available and alive); it
+        is refreshed, `life` from `now` ("reusing the prefix refreshes its lifetime without
+        another cache-write charge"). Writes: each written position gets an entry, available
+        at `now + ttft`, or has its entry refreshed (one still in flight becomes available
+        at the earlier of the two response starts, as in `apply`). Billing: the writes cost
+        what they add beyond the read, up to the last written position; past it the prompt
+        is plain input, unwritten.
+        """
+        prefix = list(accumulate(map(_TOKENS, blocks)))
+        total = prefix[-1] if prefix else 0
+        looked = sorted({i for i in lookups if prefix[i] >= min_tokens}, reverse=True)
+        written = sorted({i for i in writes if prefix[i] >= min_tokens})
+        with self._lock:
+            if self._expiry and self._expiry[0][0] < now:
+                self._expire(now)
+            bucket = self._index.get(model)
+            hit: int | None = None
+            if bucket:
+                for i in looked:
+                    entry = bucket.get(blocks[i][0])
+                    if entry is not None and entry.usable(now):
+                        hit = i
+                        entry.hits += 1
+                        entry.last_used_at = now
+                        self._refresh(entry, now + life)
+                        break
+            for i in written:
+                prefix_hash = blocks[i][0]
+                entry = bucket.get(prefix_hash) if bucket is not None else None
+                if entry is None:
+                    entry = CacheEntry(
+                        model=model,
+                        prefix_hash=prefix_hash,
+                        tokens=prefix[i],
+                        ttl=label,
+                        written_at=now,
+                        available_at=now + ttft,
+                        expires_at=now + life,
+                        last_used_at=now,
+                        life=life,
+                    )
+                    self._entries[(model, prefix_hash)] = entry
+                    if bucket is None:
+                        bucket = self._index[model] = {}
+                    bucket[prefix_hash] = entry
+                    heappush(self._expiry, (entry.expires_at, next(self._seq), entry))
+                    continue
+                if entry.available_at > now:
+                    entry.available_at = min(entry.available_at, now + ttft)
+                entry.life = life
+                entry.last_used_at = now
+                self._refresh(entry, max(entry.expires_at, now + life))
+            self._evict()
+        read = prefix[hit] if hit is not None else 0
+        end = prefix[written[-1]] if written else 0
+        return BoundaryResult(read, hit, max(end - read, 0), end, total)
+
     def pin(
         self,
         *,
@@ -532,9 +628,11 @@ class CacheStore:
         now: float,
         expires_at: float,
         label: str,
+        stored_for: str | None = None,
     ) -> CacheEntry:
         """Store (or replace) an entry that lives until `expires_at` whatever reads it, and
-        is available at once; returns a copy."""
+        is available at once; returns a copy. `stored_for`: the model whose storage price
+        the entry accrues (`CacheEntry.stored_for`)."""
         with self._lock:
             if self._expiry and self._expiry[0][0] < now:
                 self._expire(now)
@@ -548,6 +646,7 @@ class CacheStore:
                 available_at=now,
                 expires_at=expires_at,
                 last_used_at=now,
+                stored_for=stored_for,
             )
             self._entries[(model, prefix_hash)] = entry
             self._index.setdefault(model, {})[prefix_hash] = entry

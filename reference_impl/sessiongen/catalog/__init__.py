@@ -26,6 +26,68 @@ class UnknownModel(KeyError):
         return f"unknown model {self.model!r}"
 
 
+TTL_UNITS = {"m": 60.0, "h": 3600.0}
+
+
+def ttl_seconds(ttl: str) -> float:
+    """A lifetime spelled as the APIs spell it (`"5m"`, `"30m"`, `"1h"`, `"12h"`) in
+    seconds; anything else is a `ValueError`."""
+    number, unit = ttl[:-1], ttl[-1:]
+    if unit not in TTL_UNITS or not number.isdigit() or int(number) < 1:
+        raise ValueError(f"not a lifetime: {ttl!r}")
+    return int(number) * TTL_UNITS[unit]
+
+
+@dataclass(frozen=True)
+class PromptCacheRules:
+    """OpenAI's caching of GPT-5.6 and later (`prompt_cache_options`, explicit
+    `prompt_cache_breakpoint` markers, cache writes), as the catalog gives it per model; the
+    provider's emulator applies it (`providers/openai/emulator.py`)."""
+
+    ttls: tuple[str, ...] = ("30m",)
+    """The `prompt_cache_options.ttl` values the model accepts, the default first: an entry
+    stays usable this long after its latest write or reuse."""
+    max_writes: int = 4
+    """The most cache writes one request makes (implicit mode: the implicit breakpoint and
+    the latest explicit ones; explicit mode: the latest explicit ones)."""
+    first_explicit: int = 2
+    latest_explicit: int = 50
+    """A request looks its prefix up at its first `first_explicit` and latest
+    `latest_explicit` explicit breakpoints..."""
+    earlier_message_ends: int = 20
+    """...and, in implicit mode, at the implicit breakpoint, up to this many earlier eligible
+    message endings and the end of the initial block of developer messages."""
+    cached_tokens_increment: int = 1
+    """`cached_tokens` is reported in multiples of this (1: the exact boundary)."""
+    diagnostics: bool = True
+    """Responses answers `prompt_cache_options.comparison_response_id` with
+    `prompt_cache_diagnostics`."""
+    prewarm: bool = True
+    """Responses accepts `prompt_cache_options.prewarm` (fill the cache, no output)."""
+
+    @property
+    def default_ttl(self) -> str:
+        return self.ttls[0]
+
+
+def _prompt_cache_rules(raw: dict[str, Any] | None) -> PromptCacheRules | None:
+    if raw is None:
+        return None
+    rules = PromptCacheRules(
+        ttls=tuple(raw["ttls"]),
+        max_writes=int(raw["max_writes"]),
+        first_explicit=int(raw["lookup"]["first_explicit"]),
+        latest_explicit=int(raw["lookup"]["latest_explicit"]),
+        earlier_message_ends=int(raw["lookup"]["earlier_message_ends"]),
+        cached_tokens_increment=int(raw["cached_tokens_increment"]),
+        diagnostics=bool(raw["diagnostics"]),
+        prewarm=bool(raw["prewarm"]),
+    )
+    for ttl in rules.ttls:
+        ttl_seconds(ttl)  # a bad one fails at load, not on a request
+    return rules
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """What the cache model and the emulator need to know about one model."""
@@ -69,6 +131,10 @@ class ModelInfo:
     one_hour_ttl: bool = True
     """A breakpoint may ask for the 1h TTL (every model on Anthropic's API; on Bedrock only
     the models AWS lists)."""
+    prompt_cache: PromptCacheRules | None = None
+    """OpenAI GPT-5.6 and later: `prompt_cache_options`, explicit breakpoints, cache writes
+    and a 30-minute lifetime in place of the implicit breakpoints and retentions of the
+    earlier models (None: those earlier rules)."""
 
     def tool_prompt_tokens(self, tool_choice: str | None) -> int:
         """The tool-use system prompt for a request with tools and this tool choice type."""
@@ -134,6 +200,7 @@ def _catalog() -> dict[str, ModelInfo]:
             implicit_breakpoint_interval=int(raw.get("implicit_breakpoint_interval", 0)),
             extended_retention=bool(raw.get("extended_retention", False)),
             one_hour_ttl=bool(raw.get("one_hour_ttl", True)),
+            prompt_cache=_prompt_cache_rules(raw.get("prompt_cache_options")),
         )
         for name in (info.id, *info.aliases):
             if name in table:

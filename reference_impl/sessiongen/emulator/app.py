@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Scope
 
 from .._bind import BearerGate
+from ..cache import storage_cost
 from ..providers import PROVIDERS
 from .errors import error_body, error_response
 from .intake import ReadBody, read_body, refuse
@@ -218,6 +219,12 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
                     "expires_at": e.expires_at,
                     "hits": e.hits,
                     "alive": e.alive(now),
+                    # what storing it has cost so far (Gemini explicit caches; else 0)
+                    "storage_usd": (
+                        storage_cost(e.stored_for, e.tokens, min(now, e.expires_at) - e.written_at)
+                        if e.stored_for is not None
+                        else 0.0
+                    ),
                 }
                 for e in emulator.cache.entries()
             ],

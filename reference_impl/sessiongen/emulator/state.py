@@ -368,6 +368,9 @@ class EmulatorState:
         self._held: list[Hold] = []
         self._counters = {"req": 0, "msg": 0, "toolu": 0}
         self.cached_contents: dict[str, Any] = {}
+        # OpenAI Responses' prompt-cache records by response id, for
+        # `prompt_cache_options.comparison_response_id` (oldest first).
+        self.prompt_cache_records: dict[str, Any] = {}
         """Gemini's explicit caches (`cachedContents` resources) by name; each one's tokens
         live in `cache` like any entry, so it is gone when its entry is."""
 
@@ -608,6 +611,7 @@ class EmulatorState:
             self.framing = self._default_framing
             self.cache.clear()
             self.cached_contents.clear()
+            self.prompt_cache_records.clear()
             self._log.clear()
             self._log_size = 0
             self._dropped = 0

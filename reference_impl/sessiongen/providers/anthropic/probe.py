@@ -21,7 +21,7 @@ from ..._probe import (
     required_key,
     roles,
 )
-from ...catalog import get_model
+from ...catalog import ModelInfo, get_model
 from ...llm.types import Usage
 from .wire import usage_from_anthropic
 
@@ -99,3 +99,8 @@ def driver(base_url: str | None, api_key: str | None, *, emulator: bool, guard: 
 def model_id(model: str) -> str:
     """The id the API takes for a catalogued model: the catalog's own."""
     return model
+
+
+def has_long_lifetime(info: ModelInfo) -> bool:
+    """Whether the probe's long lifetime exists on this model. Every model on the Messages API takes the 1h TTL (`one_hour_ttl`)."""
+    return info.one_hour_ttl

@@ -26,7 +26,7 @@ from ..._probe import (
     roles,
     status_error,
 )
-from ...catalog import get_model
+from ...catalog import ModelInfo, get_model
 from ...llm.types import Usage
 from .wire import usage_from_bedrock
 
@@ -159,3 +159,8 @@ def model_id(model: str) -> str:
     catalog lists one (these models answer only through a profile), else the model's id."""
     info = get_model(model)
     return next((a for a in info.aliases if a.startswith("us.")), model)
+
+
+def has_long_lifetime(info: ModelInfo) -> bool:
+    """Whether the probe's long lifetime exists on this model. The 1h TTL only on the models AWS's table lists (`one_hour_ttl`)."""
+    return info.one_hour_ttl

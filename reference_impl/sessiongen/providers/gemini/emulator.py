@@ -626,6 +626,7 @@ def create_cached_content(state: EmulatorState, body: Any, now: float) -> Cached
         now=now,
         expires_at=item.expire_time,
         label=EXPLICIT_LABEL,
+        stored_for=info.id,  # "storage costs based on how long caches are stored"
     )
     state.cached_contents[item.name] = item
     return item

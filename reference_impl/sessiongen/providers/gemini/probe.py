@@ -26,6 +26,7 @@ from ..._probe import (
     roles,
     status_error,
 )
+from ...catalog import ModelInfo
 from ...llm.types import Usage
 from .wire import usage_from_gemini
 
@@ -115,3 +116,8 @@ def driver(base_url: str | None, api_key: str | None, *, emulator: bool, guard: 
 def model_id(model: str) -> str:
     """The id the API takes for a catalogued model: the catalog's own."""
     return model
+
+
+def has_long_lifetime(info: ModelInfo) -> bool:
+    """Whether the probe's long lifetime exists on this model. Whether the retention probe may ask for the long lifetime (`one_hour_ttl`)."""
+    return info.one_hour_ttl

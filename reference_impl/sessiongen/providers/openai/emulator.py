@@ -37,6 +37,7 @@ import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Collection, Mapping
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 from fastapi import APIRouter, Request
@@ -47,10 +48,11 @@ from ...cache import (
     FlatBlock,
     ImplicitRule,
     ModelInfo,
+    PromptCacheRules,
     UnknownModel,
     get_model,
 )
-from ...catalog import unknown_model_hint
+from ...catalog import ttl_seconds, unknown_model_hint
 from ...emulator.boundary import CHAT, RESPONSES, Violation, first_error
 from ...emulator.client import asgi_http
 from ...emulator.intake import Arrival
@@ -214,6 +216,295 @@ def flatten(
         h = hashlib.sha256((h + canonical_json(item)).encode()).hexdigest()
         blocks.append(FlatBlock(h, tokens, None))
     return blocks, sum(tokens for _, tokens in positions)
+
+
+# --- GPT-5.6 and later: prompt_cache_options, explicit breakpoints, cache writes -----------
+
+BREAKPOINT = "prompt_cache_breakpoint"
+MODES = ("implicit", "explicit")
+OPTIONS = {
+    CHAT_PATH: frozenset({"mode", "ttl"}),
+    RESPONSES_PATH: frozenset({"mode", "ttl", "prewarm", "comparison_response_id"}),
+}
+"""The `prompt_cache_options` fields each API takes (openai-python 3.57.0: Chat's
+`PromptCacheOptions` has `mode` and `ttl`; Responses' adds `prewarm` and
+`comparison_response_id`)."""
+DIAGNOSTIC_RECORDS = 10_000
+"""Responses remembered for `comparison_response_id` (the API's records "expire after a short
+period", no number given: the emulator keeps the latest this many, until a reset)."""
+
+
+class CacheOptions(NamedTuple):
+    """A request's `prompt_cache_options`, checked against the model's rules."""
+
+    mode: str
+    ttl: str
+    prewarm: bool
+    comparison: str | None
+
+
+def cache_options(body: Mapping[str, Any], path: str, rules: PromptCacheRules) -> CacheOptions:
+    """`prompt_cache_options`, defaulted ("Defaults to `implicit`"; "`30m`, is also the
+    default") and checked: an unknown field, mode or TTL is a 400 naming it."""
+    raw = body.get("prompt_cache_options")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise OpenAIError(
+            400,
+            "Invalid type for 'prompt_cache_options': expected an object.",
+            param="prompt_cache_options",
+            code="invalid_type",
+        )
+    for key in raw:
+        if key not in OPTIONS[path]:
+            raise OpenAIError(
+                400,
+                f"Unknown parameter: 'prompt_cache_options.{key}'.",
+                param=f"prompt_cache_options.{key}",
+                code="unknown_parameter",
+            )
+    mode = raw.get("mode", "implicit")
+    ttl = raw.get("ttl", rules.default_ttl)
+    for name, value, allowed in (("mode", mode, MODES), ("ttl", ttl, rules.ttls)):
+        if value not in allowed:
+            options = ", ".join(f"'{a}'" for a in allowed)
+            raise OpenAIError(
+                400,
+                f"Invalid value for 'prompt_cache_options.{name}': {value!r}. Supported "
+                f"values are: {options}.",
+                param=f"prompt_cache_options.{name}",
+                code="invalid_value",
+            )
+    prewarm = raw.get("prewarm", False)
+    if not isinstance(prewarm, bool) or (prewarm and not rules.prewarm):
+        raise OpenAIError(
+            400,
+            "Invalid value for 'prompt_cache_options.prewarm'.",
+            param="prompt_cache_options.prewarm",
+            code="invalid_value",
+        )
+    comparison = raw.get("comparison_response_id")
+    return CacheOptions(
+        str(mode), str(ttl), prewarm, None if comparison is None else str(comparison)
+    )
+
+
+def _unmarked(value: Any) -> Any:
+    """`value` without its `prompt_cache_breakpoint` markers: a marker chooses where a
+    prefix may be cached, it is not prompt text (the same tokens, marked or not, are the
+    same prefix)."""
+    if isinstance(value, Mapping):
+        return {k: _unmarked(v) for k, v in value.items() if k != BREAKPOINT}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
+
+
+class Boundary(NamedTuple):
+    """One cache position of a GPT-5.6+ request: a tool, or one content block of a message
+    or item (a whole item when its content is a string). `kind` names what the position
+    ends (`tool`, `developer`, `user`, `tool_response`, `compaction`, `other`), `explicit`
+    whether a `prompt_cache_breakpoint` marks it, `end` whether it ends its message."""
+
+    hash: str
+    tokens: int
+    kind: str
+    explicit: bool
+    end: bool
+
+
+def _kind(item: Mapping[str, Any]) -> str:
+    role, kind = item.get("role"), item.get("type")
+    if role in ("developer", "system") or "instructions" in item:
+        return "developer"
+    if role == "user":
+        return "user"
+    if role == "tool" or kind in ("function_call_output", "custom_tool_call_output"):
+        return "tool_response"
+    if kind == "compaction":
+        return "compaction"
+    return "other"
+
+
+def _blocks_of(item: Mapping[str, Any]) -> tuple[str | None, list[Any]]:
+    """The key of an item's list of content blocks (`content`, or a tool output's `output`)
+    and the blocks; (None, []) when it has none."""
+    for key in ("content", "output"):
+        value = item.get(key)
+        if isinstance(value, list) and value:
+            return key, value
+    return None, []
+
+
+def boundaries(body: Mapping[str, Any], path: str, framing: bool = True) -> list[Boundary]:
+    """A GPT-5.6+ request's cache positions in prompt order, each hashed into a chain that
+    starts from the prefix-breaking settings (as `flatten`). An item with a list of content
+    blocks is one position per block, so a marker may end a prefix inside a message (the
+    guide: "keep the reusable text in a separate content block and place an explicit
+    breakpoint after it"); its tokens are shared out by each block's text, the item's
+    framing on its last. Hashes and counts ignore the markers."""
+    clean = _unmarked(body)
+    if path == CHAT_PATH:
+        items: list[Any] = [*(body.get("tools") or []), *body["messages"]]
+        counts = openai_chat_positions(clean, framing=framing)
+        tools = len(body.get("tools") or [])
+    else:
+        items = list(body.get("tools") or [])
+        tools = len(items)
+        if body.get("instructions"):
+            items.append({"instructions": str(body["instructions"])})
+        items += [{k: v for k, v in i.items() if k != "id"} for i in _responses_input(body)]
+        counts = openai_responses_positions(clean, framing=framing)
+    h = hashlib.sha256(canonical_json(_settings(body, path)).encode()).hexdigest()
+    out: list[Boundary] = []
+    for index, (item, tokens) in enumerate(zip(items, counts, strict=True)):
+        kind = "tool" if index < tools else _kind(item)
+        key, parts = (None, []) if index < tools else _blocks_of(item)
+        if key is None:
+            h = hashlib.sha256((h + canonical_json(_unmarked(item))).encode()).hexdigest()
+            out.append(Boundary(h, tokens, kind, False, True))
+            continue
+        head = {k: v for k, v in _unmarked(item).items() if k != key}
+        left = tokens
+        for j, part in enumerate(parts):
+            last = j == len(parts) - 1
+            text = canonical_json(_unmarked(part))
+            share = left if last else min(left, count_text_tokens(text))
+            left -= share
+            piece = {"item": head, "block": j, key: _unmarked(part)}
+            h = hashlib.sha256((h + canonical_json(piece)).encode()).hexdigest()
+            marked = isinstance(part, Mapping) and part.get(BREAKPOINT) is not None
+            out.append(Boundary(h, share, kind, marked, last))
+    return out
+
+
+def eligible_ends(positions: list[Boundary]) -> tuple[list[int], int | None]:
+    """The eligible message endings, in order, and the end of the initial consecutive block
+    of developer messages (None without one): "user messages", "the last tool response in
+    a consecutive group of tool responses", "the last developer message in the initial
+    consecutive group of developer messages" (prompt-caching guide, implicit mode)."""
+    ends = [i for i, p in enumerate(positions) if p.end and p.kind != "tool"]
+    initial: int | None = None
+    for i in ends:
+        if positions[i].kind != "developer":
+            break
+        initial = i
+    eligible = [] if initial is None else [initial]
+    for n, i in enumerate(ends):
+        kind = positions[i].kind
+        following = positions[ends[n + 1]].kind if n + 1 < len(ends) else None
+        if kind == "user" or (kind == "tool_response" and following != "tool_response"):
+            eligible.append(i)
+    return sorted(eligible), initial
+
+
+def lookups_and_writes(
+    positions: list[Boundary], mode: str, rules: PromptCacheRules
+) -> tuple[list[int], list[int]]:
+    """Where a request looks its prefix up and where it writes ("How prefix matching
+    works"; "Each request can create up to four cache writes"; implicit mode "writes up to
+    the latest three explicit breakpoints", explicit "the latest four"). In explicit mode a
+    request without markers neither reads nor writes."""
+    explicit = [i for i, p in enumerate(positions) if p.explicit]
+    looked = set(explicit[: rules.first_explicit]) | set(explicit[-rules.latest_explicit :])
+    if mode == "explicit":
+        return sorted(looked), explicit[-rules.max_writes :]
+    ends, initial = eligible_ends(positions)
+    if not ends:
+        return sorted(looked), explicit[-rules.max_writes :]
+    implicit = ends[-1]
+    looked |= {implicit, *ends[-1 - rules.earlier_message_ends : -1]}
+    if initial is not None:
+        looked.add(initial)
+    writes = (
+        [implicit, *explicit[-(rules.max_writes - 1) :]] if rules.max_writes > 1 else [implicit]
+    )
+    return sorted(looked), sorted(set(writes))
+
+
+class CacheRecord(NamedTuple):
+    """What a response's `prompt_cache_diagnostics` compare: its settings, its positions'
+    hashes and prefix sums, and its reusable prefix (the longest it read or wrote)."""
+
+    model: str
+    key: str
+    service_tier: str
+    tools: str
+    text_format: str
+    effort: str
+    verbosity: str
+    context_management: str
+    hashes: tuple[str, ...]
+    prefix: tuple[int, ...]
+    kinds: tuple[str, ...]
+    reusable: int
+
+
+def cache_record(
+    body: Mapping[str, Any], path: str, info: ModelInfo, positions: list[Boundary], reusable: int
+) -> CacheRecord:
+    settings = _settings(body, path)
+    tools = {"tools": body.get("tools"), "parallel": settings["parallel_tool_calls"]}
+    prefix = tuple(accumulate(p.tokens for p in positions))
+    return CacheRecord(
+        info.id,
+        str(body.get("prompt_cache_key") or ""),
+        str(body.get("service_tier") or "auto"),
+        canonical_json(tools),
+        canonical_json(settings["format"]),
+        canonical_json(settings["effort"]),
+        canonical_json(settings["verbosity"]),
+        canonical_json(settings.get("context_management")),
+        tuple(p.hash for p in positions),
+        prefix,
+        tuple(p.kind for p in positions),
+        reusable,
+    )
+
+
+REASONS = (
+    ("model_changed", "model"),
+    ("prompt_cache_key_changed", "key"),
+    ("service_tier_changed", "service_tier"),
+    ("tools_changed", "tools"),
+    ("text_format_changed", "text_format"),
+    ("reasoning_effort_changed", "effort"),
+    ("verbosity_changed", "verbosity"),
+    ("context_compacted", "context_management"),
+)
+"""The diagnostics' reasons for a changed setting, in the order they are classified
+("Diagnostics report the first classified reason"); `input_changed` comes last. A change of
+`parallel_tool_calls` is reported as `tools_changed` (UNCONFIRMED: the reasons table names no
+such setting)."""
+
+
+def diagnose(now: CacheRecord, then: CacheRecord | None) -> dict[str, Any]:
+    """`prompt_cache_diagnostics` of a request compared with an earlier response: cache_hit
+    when it shares that response's reusable prefix, else cache_miss with the first reason,
+    `comparison_reusable_tokens` (that prefix) and `cache_missed_tokens` (what of it the
+    request does not share)."""
+    if then is None:
+        return {"type": "comparison_response_not_found"}
+    reason = next(
+        (name for name, field in REASONS if getattr(now, field) != getattr(then, field)), None
+    )
+    shared = 0
+    if reason is None:
+        for i, (a, b) in enumerate(zip(now.hashes, then.hashes, strict=False)):
+            if a != b:
+                if "compaction" in now.kinds[i:]:
+                    reason = "context_compacted"
+                break
+            shared = then.prefix[i]
+        if shared >= then.reusable:
+            return {"type": "cache_hit"}
+    return {
+        "type": "cache_miss",
+        "reason": reason or "input_changed",
+        "comparison_reusable_tokens": then.reusable,
+        "cache_missed_tokens": then.reusable - shared,
+    }
 
 
 # --- validation ----------------------------------------------------------------------------
@@ -459,22 +750,66 @@ class _Outcome:
         info = _validate_common(body, path)
         if path == CHAT_PATH:
             _validate_chat(body)
-        rule = implicit_rule(state, info, retention(body, info))
-        blocks, total = flatten(body, path, state.framing)
         namespace = f"openai:{info.id}:{body.get('prompt_cache_key') or ''}"
-        result = state.cache.apply_implicit(
-            blocks,
-            model=namespace,
-            now=now,
-            min_tokens=info.min_cacheable_tokens,
-            rule=rule,
-            ttft=state.ttft,
-        )
-        self.prompt_tokens = total
-        self.cached = result.read_tokens // CACHE_INCREMENT * CACHE_INCREMENT
+        self.options: CacheOptions | None = None
+        self.diagnostics: dict[str, Any] | None = None
+        self.cache_write = 0
+        record: CacheRecord | None = None
+        rules = info.prompt_cache
+        if rules is None:
+            # Models before GPT-5.6: implicit breakpoints, no writes billed, retentions.
+            rule = implicit_rule(state, info, retention(body, info))
+            blocks, total = flatten(body, path, state.framing)
+            result = state.cache.apply_implicit(
+                blocks,
+                model=namespace,
+                now=now,
+                min_tokens=info.min_cacheable_tokens,
+                rule=rule,
+                ttft=state.ttft,
+            )
+            self.prompt_tokens = total
+            self.cached = result.read_tokens // CACHE_INCREMENT * CACHE_INCREMENT
+            options = body.get("prompt_cache_options")
+            if path == RESPONSES_PATH and isinstance(options, Mapping):
+                if options.get("comparison_response_id") is not None:
+                    # "the model does not support diagnostics" (diagnostics guide)
+                    self.diagnostics = {"type": "unavailable"}
+        else:
+            self.options = cache_options(body, path, rules)
+            positions = boundaries(body, path, state.framing)
+            looked, writes = lookups_and_writes(positions, self.options.mode, rules)
+            outcome = state.cache.apply_boundaries(
+                [FlatBlock(p.hash, p.tokens, None) for p in positions],
+                model=namespace,
+                now=now,
+                min_tokens=info.min_cacheable_tokens,
+                lookups=looked,
+                writes=writes,
+                life=ttl_seconds(self.options.ttl),
+                label=self.options.ttl,
+                ttft=state.ttft,
+            )
+            self.prompt_tokens = outcome.total_tokens
+            step = rules.cached_tokens_increment
+            self.cached = outcome.read_tokens // step * step
+            self.cache_write = outcome.write_tokens
+            reusable = max(outcome.read_tokens, outcome.written_end)
+            record = cache_record(body, path, info, positions, reusable)
+            comparison = self.options.comparison
+            if path == RESPONSES_PATH and comparison is not None:
+                if rules.diagnostics:
+                    self.diagnostics = diagnose(record, state.prompt_cache_records.get(comparison))
+                else:
+                    self.diagnostics = {"type": "unavailable"}
         tools = _tool_names(body, path)
-        self.scripted = state.pop_response(str(body.get("model")), tools, headers)
-        self.text, calls, self.truncated = _reply(body, path, self.scripted)
+        if self.options is not None and self.options.prewarm:
+            # "Prepares the prompt cache without generating output": no reply, no script.
+            self.scripted = None
+            self.text, calls, self.truncated = "", [], False
+        else:
+            self.scripted = state.pop_response(str(body.get("model")), tools, headers)
+            self.text, calls, self.truncated = _reply(body, path, self.scripted)
         self.calls = [
             (cid or "call_" + state.next_tool_use_id().split("_", 1)[1], name, args)
             for cid, name, args in calls
@@ -485,14 +820,22 @@ class _Outcome:
             out = self.scripted.output_tokens
         self.output_tokens = out
         self.id_number = state.next_message_id().split("_", 1)[1]
+        if record is not None and path == RESPONSES_PATH:
+            records = state.prompt_cache_records
+            records[f"resp_{self.id_number}"] = record
+            while len(records) > DIAGNOSTIC_RECORDS:
+                del records[next(iter(records))]
 
 
 def _chat_usage(o: _Outcome) -> dict[str, Any]:
+    details: dict[str, Any] = {"cached_tokens": o.cached, "audio_tokens": 0}
+    if o.options is not None:  # GPT-5.6+: "The unadjusted number of prompt tokens written"
+        details["cache_write_tokens"] = o.cache_write
     return {
         "prompt_tokens": o.prompt_tokens,
         "completion_tokens": o.output_tokens,
         "total_tokens": o.prompt_tokens + o.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": o.cached, "audio_tokens": 0},
+        "prompt_tokens_details": details,
         "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
     }
 
@@ -500,8 +843,9 @@ def _chat_usage(o: _Outcome) -> dict[str, Any]:
 def _responses_usage(o: _Outcome) -> dict[str, Any]:
     return {
         "input_tokens": o.prompt_tokens,
-        # No write fee on these models: writes are reported as 0 (UNCONFIRMED).
-        "input_tokens_details": {"cached_tokens": o.cached, "cache_write_tokens": 0},
+        # Before GPT-5.6 no write fee: writes are reported as 0 (UNCONFIRMED); from GPT-5.6
+        # on the tokens written beyond the read, billed at 1.25x input.
+        "input_tokens_details": {"cached_tokens": o.cached, "cache_write_tokens": o.cache_write},
         "output_tokens": o.output_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": o.prompt_tokens + o.output_tokens,
@@ -604,7 +948,7 @@ def _response_object(body: Mapping[str, Any], o: _Outcome, created: int) -> dict
         )
     for cid, name, args in o.calls:
         output.append(_call_item(cid, name, args, o.tools.get(name)))
-    return {
+    response: dict[str, Any] = {
         "id": f"resp_{o.id_number}",
         "object": "response",
         "created_at": created,
@@ -624,6 +968,15 @@ def _response_object(body: Mapping[str, Any], o: _Outcome, created: int) -> dict
         "top_p": 1.0,
         "usage": _responses_usage(o),
     }
+    if o.options is not None:  # "The prompt-caching options that were applied"
+        options = {"mode": o.options.mode, "ttl": o.options.ttl}
+        response["prompt_cache_options"] = {
+            **options,
+            "comparison_response_id": o.options.comparison,
+        }
+    if o.diagnostics is not None:
+        response["prompt_cache_diagnostics"] = o.diagnostics
+    return response
 
 
 def _responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:

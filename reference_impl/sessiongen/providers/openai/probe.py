@@ -23,13 +23,14 @@ from ..._probe import (
     required_key,
     roles,
 )
+from ...catalog import ModelInfo, get_model
 from ...llm.types import Usage
 from .wire import usage_from_openai
 
 USAGE: Shape = {
     "prompt_tokens": int,
     "completion_tokens": int,
-    "prompt_tokens_details?": {"cached_tokens?": int},
+    "prompt_tokens_details?": {"cached_tokens?": int, "cache_write_tokens?": int},
 }
 """The usage fields the driver reads, checked (`read_answer`) before they are used."""
 
@@ -46,10 +47,19 @@ class Driver(StainlessDriver):
 
     def send(self, prompt: Prompt) -> Usage:
 
-        messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}]
-        messages += [{"role": role, "content": text} for role, text in roles(prompt.turns)]
+        rules = get_model(prompt.model).prompt_cache
+        system: Any = prompt.system
         extra: dict[str, Any] = {}
-        if prompt.lifetime != "default":
+        if rules is not None:
+            # GPT-5.6+: one lifetime, "at least 30 minutes"; and an explicit breakpoint after
+            # the shared system prompt, the guide's remedy for "A shared prefix is not always
+            # a cached prefix" (the implicit one ends each request's own last message).
+            extra["prompt_cache_options"] = {"ttl": rules.default_ttl}
+            mark = {"mode": "explicit"}
+            system = [{"type": "text", "text": prompt.system, "prompt_cache_breakpoint": mark}]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        messages += [{"role": role, "content": text} for role, text in roles(prompt.turns)]
+        if rules is None and prompt.lifetime != "default":
             extra["prompt_cache_retention"] = "24h" if prompt.lifetime == "long" else "in_memory"
         completion = self._call(
             lambda: self._client.chat.completions.create(
@@ -91,3 +101,11 @@ def driver(base_url: str | None, api_key: str | None, *, emulator: bool, guard: 
 def model_id(model: str) -> str:
     """The id the API takes for a catalogued model: the catalog's own."""
     return model
+
+
+def has_long_lifetime(info: ModelInfo) -> bool:
+    """Whether the probe's long lifetime exists on this model: the extended `"24h"`
+    retention (the guide's list, `extended_retention`), which GPT-5.6 and later do not take
+    ("Replace `prompt_cache_retention` with `prompt_cache_options.ttl`"): their one lifetime
+    is `"30m"`, asked for on every request."""
+    return info.extended_retention and info.prompt_cache is None

@@ -73,8 +73,13 @@ def _get(source: Mapping[str, Any] | object, name: str) -> Any:
 
 def usage_from_openai(usage: Mapping[str, Any] | object | None) -> Usage:
     """Usage from a Chat `usage` (prompt/completion tokens) or a Responses one (input/output
-    tokens): an API dict or an SDK object. OpenAI bills no cache writes on these models, so
-    the uncached rest of the prompt is plain input."""
+    tokens): an API dict or an SDK object. The prompt count includes the cached tokens and,
+    from GPT-5.6 on, the tokens written (`cache_write_tokens` in `input_tokens_details` /
+    `prompt_tokens_details`; the guide's cost example: `ordinary_input_tokens = input_tokens
+    - cached_tokens - cache_write_tokens`). Those writes are `cache_write_5m_tokens`, the
+    write bucket whose price row holds OpenAI's one write rate (1.25x input; the entry lives
+    30 minutes, there is no second rate); earlier models report none, so the uncached rest
+    of the prompt is plain input."""
     if usage is None:
         return Usage()
     prompt = _get(usage, "prompt_tokens")
@@ -85,10 +90,12 @@ def usage_from_openai(usage: Mapping[str, Any] | object | None) -> Usage:
         details = _get(usage, "input_tokens_details")
         output = _get(usage, "output_tokens")
     cached = (_get(details, "cached_tokens") if details is not None else None) or 0
+    written = (_get(details, "cache_write_tokens") if details is not None else None) or 0
     return Usage(
-        input_tokens=int(prompt or 0) - int(cached),
+        input_tokens=int(prompt or 0) - int(cached) - int(written),
         output_tokens=int(output or 0),
         cache_read_tokens=int(cached),
+        cache_write_5m_tokens=int(written),
     )
 
 

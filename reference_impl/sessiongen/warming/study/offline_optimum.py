@@ -62,10 +62,11 @@ with the planner to the last token or `optimum` raises.
 **The lower bound** (`lower_bound`) relaxes the schedule block by block. Cost is additive
 over block positions (three-point billing charges each position of a request as read, 1h
 write, 5m write or input), so any schedule induces, for each block, touches at the times of
-the requests that contain it and of any pings: read (0.1x, only while alive), write (1.25x
-for 5m, 2x for 1h) or input (1x). Each block is then optimized alone by a dynamic program
+the requests that contain it and of any pings: read (only while alive), write (5m or 1h)
+or input, each at the model's own price (`_Prices`, from `price(model)`: Anthropic's reads
+are 0.1x, 0.05x or 0.025x by model version, writes 1.25x and 2x). Each block is then optimized alone by a dynamic program
 over its use times: uncached, write 5m or 1h, read while alive, keep alive through a gap with
-pings (each a 0.1x read, at the expiry) or let it expire and pay again; a write between uses
+pings (each a read, at the expiry) or let it expire and pay again; a write between uses
 is never better than the same write at the next use. Two relaxations make it a bound for
 every schedule, any breakpoints and extra requests included, not only for the client model:
 lookback and breakpoint placement are ignored, and a read leaves the block alive for an hour
@@ -74,7 +75,7 @@ only lowers the bound; and it is needed, because the request that reads the bloc
 its own entry covering it with a 1h breakpoint, the premium falling on the new blocks: a
 block written 5m at 0, read at 200 by a request that writes 1h and read again at 3,000 costs
 1.25 + 0.1 + 0.1 in reality, while a block whose TTL were fixed at its write would pay at
-least 2.1. A request below the minimum pays input on every block. The per-block optimum is
+least 2.1 (multiples of input at 0.1x reads). A request below the minimum pays input on every block. The per-block optimum is
 not a schedule in general (the blocks of one prompt may want different TTLs, pings or reads,
 while a request reads one prefix and writes the rest at one TTL), which is why the optimum
 above is computed on the rules and this is only its bound.

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...cache import (
@@ -109,12 +109,19 @@ class PreparedTrace:
         return found
 
     def single(self) -> PreparedTrace:
-        """This trace with one breakpoint per request, on its last block, and nothing cached
-        before it (itself when no request has more breakpoints and nothing is warm): the
-        offline optimum's planning model."""
-        if self.marked or self.warm:
-            return prepare(self.trace, client_breakpoints=False)
+        """This trace with one breakpoint per request, on its last block, nothing cached
+        before it, every request at the replay's one model and readable as soon as written
+        (itself when no request has more breakpoints, a model or a time to first token and
+        nothing is warm): the offline optimum's planning model."""
+        if self.marked or self.warm or self.named:
+            plain = tuple(replace(r, model=None, ttft=0.0) for r in self.trace.requests)
+            return prepare(Trace(self.trace.name, plain), client_breakpoints=False)
         return self
+
+    @property
+    def named(self) -> bool:
+        """Whether any request names its model or a time to first token."""
+        return any(r.model is not None or r.ttft for r in self.trace.requests)
 
     @classmethod
     def of(cls, trace: Trace | PreparedTrace) -> PreparedTrace:

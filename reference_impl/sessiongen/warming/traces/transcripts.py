@@ -230,8 +230,8 @@ class _Layout:
         (`SegmentChain.extend`)."""
         left = self.left.get(call.session)
         read = call.recorded.cache_read_tokens
-        if left is None or not self.keep[call.session] <= read < left.cached:
-            return None
+        if left is None or read == 0 or not self.keep[call.session] <= read < left.cached:
+            return None  # nothing read: a dropped entry as much as a changed history
         if call.at - left.at > TTL_SECONDS[left.ttl] * 1_000_000:
             return None  # the entry may have expired: a short read says nothing of content
         # A read ends at an earlier call's breakpoint, that call's uncached tail short of its

@@ -121,6 +121,10 @@ def test_real_fixtures_with_usage_and_breakpoints_round_trip(
 ) -> None:
     trace = load_trace(path, format)
     assert all(r.recorded is not None and r.breakpoints for r in trace.requests)
+    # Prefixes the record shows cached outside the log (the opencode fixture's second
+    # session reads the shared prefix 300.3 s after its last use) the writer refuses
+    # (test_events.py); everything else round-trips.
+    trace = replace(trace, warm=())
     for writer, suffix in ((write_events_parquet, "parquet"), (write_events_jsonl, "jsonl")):
         written = writer(trace, tmp_path / f"trace.{suffix}")
         assert load_trace(written, "events", name=trace.name) == _as_events_give_it_back(trace)

@@ -210,10 +210,12 @@ class _Layout:
                         "ttl_boundary" if late else "account",
                         last[1] if last else ttl,
                     )
-        cached = read + call.recorded.cache_write_tokens
+        # A call that wrote wrote every prefix it marks (as the replay does); one that only
+        # read refreshed those it read.
+        reach = ends[-1] if call.recorded.cache_write_tokens else read + FORK_SLACK
         marks = {*_breakpoints(len(blocks), heads), *([found[0]] if found else [])}
         for k in sorted(marks):
-            if ends[k] > cached + FORK_SLACK:
+            if ends[k] > reach:
                 break
             key = (call.model, blocks[: k + 1])
             before = self.used.get(key)

@@ -117,9 +117,10 @@ def _write_log(folder: Path, calls: Sequence[Call]) -> Path:
         user = f"u{n}"
         before = last.get(call.session)
         if call.parent == "user":
-            record = {"type": "user", "uuid": user, "parentUuid": before, "sessionId": call.session}
-            record |= {"timestamp": stamp(call.at), "message": {"role": "user", "content": "x"}}
-            lines.append(json.dumps(record))
+            said: dict[str, object] = {"type": "user", "uuid": user, "parentUuid": before}
+            said |= {"sessionId": call.session, "timestamp": stamp(call.at)}
+            said |= {"message": {"role": "user", "content": "x"}}
+            lines.append(json.dumps(said))
             parent: str | None = user
         elif call.parent == "assistant":
             parent = before
@@ -138,7 +139,7 @@ def _write_log(folder: Path, calls: Sequence[Call]) -> Path:
         }
         answer = f"a{n}"
         message = {"id": f"msg_{n}", "model": call.model, "role": "assistant", "usage": usage}
-        record = {"type": "assistant", "uuid": answer, "parentUuid": parent}
+        record: dict[str, object] = {"type": "assistant", "uuid": answer, "parentUuid": parent}
         record |= {"sessionId": call.session, "timestamp": stamp(call.at + call.ttft)}
         lines.append(json.dumps(record | {"message": message}))
         last[call.session] = answer

@@ -105,8 +105,10 @@ class _Layout:
     # model -> session -> its latest prompt, the most recent session last
     latest: dict[str, dict[str, _Prompt]] = field(default_factory=dict)
     left: dict[str, _Left] = field(default_factory=dict)  # session -> its latest call's entry
-    # (model, a prefix's blocks) -> when the log last read or wrote it (microseconds), its TTL
-    used: dict[tuple[str, tuple[int, ...]], tuple[int, TTL]] = field(default_factory=dict)
+    # (model, a prefix's last block) -> when the log last read or wrote that prefix (Unix
+    # microseconds) and its TTL. A block id always follows the same blocks (the chain hands
+    # out a new id for every new segment), so its id names the whole prefix.
+    used: dict[tuple[str, int], tuple[int, TTL]] = field(default_factory=dict)
 
     def blocks(
         self, call: _Call
@@ -201,7 +203,7 @@ class _Layout:
                 (k for k, end in enumerate(ends) if end <= read + FORK_SLACK), default=None
             )
             if read and boundary is not None:
-                last = self.used.get((call.model, blocks[: boundary + 1]))
+                last = self.used.get((call.model, blocks[boundary]))
                 life = TTL_SECONDS[last[1]] * 1_000_000 if last else 0
                 if last is None or call.at - last[0] > life:
                     late = last is not None and call.at - last[0] <= life + TTL_TOLERANCE * 1e6
@@ -217,7 +219,7 @@ class _Layout:
         for k in sorted(marks):
             if ends[k] > reach:
                 break
-            key = (call.model, blocks[: k + 1])
+            key = (call.model, blocks[k])
             before = self.used.get(key)
             kept = before[1] if before is not None and ends[k] <= read + FORK_SLACK else ttl
             self.used[key] = (call.at, kept)

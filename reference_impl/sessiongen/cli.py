@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .lab import Provider as LabProvider
     from .server.serving import Provider
     from .warming.study.experiment import ExperimentResult
+    from .warming.study.report import PolicyTable
     from .warming.traces import Trace
 
 PORTS = range(1, 65536)
@@ -867,9 +868,15 @@ def _print_table(result: ExperimentResult) -> None:
         )
     else:
         output = f"output tokens, excluded, add {table.output_cost:,.4f} USD under every policy"
+    models = table.models()
+    if models:
+        each = ", ".join(f"{name} {count:,}" for name, count in models)
+        prices = f"prompt cost, each request at its own model's prices ({each} requests)"
+    else:
+        prices = f"prompt cost at {table.model} prices"
     view = Table(
         title=Text(f"Warming policies on {table.trace}"),
-        caption=Text(f"prompt cost at {table.model} prices; {output}"),
+        caption=Text(f"{prices}; {output}"),
         title_justify="left",
         caption_justify="left",
     )
@@ -911,7 +918,29 @@ def _print_table(result: ExperimentResult) -> None:
         )
     if table.calibration is not None:
         out.print(table.calibration.line(), soft_wrap=True)
+    covered = _as_recorded_coverage(table)
+    if covered:
+        out.print(covered, soft_wrap=True)
     out.print("wrote: " + ", ".join(str(p) for p in result.paths), soft_wrap=True)
+
+
+def _as_recorded_coverage(table: PolicyTable) -> str | None:
+    """Which sessions the `as_recorded` row covers and their real usage, when that is not
+    the whole trace the calibration line covers (the held-back part of a split)."""
+    mine = table.as_recorded
+    if mine is None or table.part != "held_back":
+        return None
+    logs = list(dict.fromkeys(row.session.split("/", 1)[0] for row in mine.rows))
+    named = ", ".join(logs[:6]) + (f" and {len(logs) - 6:,} more" if len(logs) > 6 else "")
+    t = mine.total
+    return (
+        f"as_recorded row: the held-back part only, {table.sessions:,} sessions of "
+        f"{len(logs):,} logs ({named}), {t.requests:,} requests with recorded usage; real "
+        f"usage of exactly those: cache reads {t.real_cache_read_tokens:,}, cache writes "
+        f"{t.real_cache_write_tokens:,}, prompt cost {t.real_cost:,.4f} USD; predicted / "
+        f"real: cache reads {t.read_ratio:.3f}, cache writes {t.write_ratio:.3f}, prompt "
+        f"cost {t.cost_ratio:.3f} (--fit-fraction 0 prices the whole trace)"
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ WRITABLE_FIXTURES: list[tuple[Path, TraceFormat]] = [
 
 def _as_events_give_it_back(trace: Trace) -> Trace:
     """`trace` as loading its events file gives it back: `at` to the microsecond from the
-    earliest request, block ids renumbered in order of first use."""
+    earliest request, block ids renumbered in order of first use, and no request's model or
+    time to first token (the format has no field for them yet)."""
     ids: dict[int, int] = {}
     start = min((round(r.at * 1_000_000) for r in trace.requests), default=0)
     return Trace.ordered(
@@ -49,6 +50,8 @@ def _as_events_give_it_back(trace: Trace) -> Trace:
                 request,
                 at=(round(request.at * 1_000_000) - start) / 1_000_000,
                 blocks=tuple(ids.setdefault(block, len(ids)) for block in request.blocks),
+                model=None,
+                ttft=0.0,
             )
             for request in trace.requests
         ],
@@ -121,6 +124,10 @@ def test_real_fixtures_with_usage_and_breakpoints_round_trip(
 ) -> None:
     trace = load_trace(path, format)
     assert all(r.recorded is not None and r.breakpoints for r in trace.requests)
+    # Prefixes the record shows cached outside the log (the opencode fixture's second
+    # session reads the shared prefix 300.3 s after its last use) the writer refuses
+    # (test_events.py); everything else round-trips.
+    trace = replace(trace, warm=())
     for writer, suffix in ((write_events_parquet, "parquet"), (write_events_jsonl, "jsonl")):
         written = writer(trace, tmp_path / f"trace.{suffix}")
         assert load_trace(written, "events", name=trace.name) == _as_events_give_it_back(trace)

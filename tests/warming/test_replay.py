@@ -100,6 +100,9 @@ class Emulator:
     async def set_clock(self, now: float) -> None:
         (await self.admin.post("/_emulator/clock", json={"now": now})).raise_for_status()
 
+    async def set_ttft(self, seconds: float) -> None:
+        (await self.admin.post("/_emulator/config", json={"ttft": seconds})).raise_for_status()
+
     async def script_output(self, tokens: int) -> None:
         body = {"responses": [{"text": "ok", "output_tokens": tokens}]}
         (await self.admin.post("/_emulator/script", json=body)).raise_for_status()
@@ -117,6 +120,7 @@ class Emulator:
             set_clock=self.set_clock,
             script_output=self.script_output,
             model=MODEL,
+            set_ttft=self.set_ttft,
         )
         return fast, sdk
 

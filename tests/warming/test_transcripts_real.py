@@ -4,6 +4,7 @@ times and usage kept, text replaced; README.md there names each file's source an
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -176,11 +177,15 @@ def test_opencode_input_includes_the_cached_reads_on_a_non_anthropic_route() -> 
     assert {r.block_tokens[0] for r in trace.requests} == {9600}
 
 
-def test_claude_a_directory_of_real_logs_keeps_every_session_apart() -> None:
-    """All Claude Code fixtures above as one directory: 39 calls in 10 sessions (the importer
-    before the split by chain root made 7: the 1.0.98 log's four subagents were one session),
-    each request carrying its recorded usage and at most 3 breakpoints."""
-    trace = load_trace(REAL / "claude-code", "claude-code")
+def test_claude_a_directory_of_real_logs_keeps_every_session_apart(tmp_path: Path) -> None:
+    """The three reduced Claude Code fixtures above as one directory: 39 calls in 10
+    sessions (the importer before the split by chain root made 7: the 1.0.98 log's four
+    subagents were one session), each request carrying its recorded usage and at most 3
+    breakpoints. (The whole logs beside them repeat the 1.0.98 log's message ids, which a
+    directory counts once: they are loaded one by one, test_replay_real_logs.py.)"""
+    for log in (V1, V2_0, V2_1):
+        shutil.copytree(log, tmp_path / log.name)
+    trace = load_trace(tmp_path, "claude-code")
     assert (len(trace.requests), len(trace.sessions())) == (39, 10)
     assert all(r.recorded is not None and len(r.breakpoints) <= 3 for r in trace.requests)
 

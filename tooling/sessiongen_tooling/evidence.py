@@ -649,7 +649,9 @@ class LogCalibration:
     requests: int
     sessions: int
     warm: int
-    """Prefixes the record shows cached before the log began (`Trace.warm`): the replay
+    """Prefixes the record shows cached where the log's own calls cannot have kept them
+    (`Trace.warm`: before the log began, by other sessions of the account, just past a TTL
+    by the log's clock, by calls missing from the log): the replay
     takes these reads from the record, so they are not predictions."""
     calibration: Calibration
     boundary: TtlBoundary
@@ -681,9 +683,9 @@ def _ratio_cell(value: float) -> str:
 def calibration_table(rows: list[LogCalibration]) -> str:
     """SG-REPLAY-1's table, as markdown: per real log and in total, the replay as recorded
     against the provider's bill (predicted / real), and how many prefixes the record shows
-    cached before the log (their reads are taken from the record, not predicted)."""
+    cached outside the log (their reads are taken from the record, not predicted)."""
     lines = [
-        "| log | format | requests | sessions | cached before the log | cache reads "
+        "| log | format | requests | sessions | warm outside the log | cache reads "
         "| cache writes | prompt cost | median error, reads | median error, writes |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]

@@ -56,7 +56,8 @@ def _load_run(folder: Path) -> RecordedRun:
             raise RecordingError(f"{report}: over {MAX_REPORT_BYTES} bytes")
         with open(report, encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle)
-            if tuple(reader.fieldnames or ()) != REPORT_COLUMNS:
+            # A report written before `miss_cause` was added has every column but that one.
+            if tuple(reader.fieldnames or ()) not in (REPORT_COLUMNS, REPORT_COLUMNS[:-1]):
                 raise RecordingError(f"{report}: columns are not {', '.join(REPORT_COLUMNS)}")
             rows = tuple(_row(line) for line in reader)
         return RecordedRun(
@@ -73,7 +74,7 @@ def _load_run(folder: Path) -> RecordedRun:
 
 
 def _row(line: dict[str, str]) -> CallRow:
-    text = {"kind", "model"}
+    text = {"kind", "model", "miss_cause"}
     values = {k: (v if k in text else int(v)) for k, v in line.items()}
     return CallRow(**values)  # type: ignore[arg-type]
 

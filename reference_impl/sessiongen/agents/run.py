@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cache import TTL, get_model, is_known_model, is_miss, miss_cause
 from ..emulator import BackgroundServer, EmulatorState, ScriptedResponse, ScriptMatch
 from ..llm.types import Usage
 from .clients import (
@@ -42,7 +43,7 @@ from .clients import (
 )
 from .process import LOG_BYTES, Workspace, run_process
 from .scenario import Scenario, Turn
-from .wire import WireCall, read_call, shared_prefix_tokens
+from .wire import WireCall, call_shape, left_cached, read_call, shared_prefix_tokens
 
 REPORT_COLUMNS = (
     "call",
@@ -57,9 +58,13 @@ REPORT_COLUMNS = (
     "read",
     "output_tokens",
     "shared_prefix_tokens",
+    "miss_cause",
 )
 """`report.csv`'s columns. `shared_prefix_tokens`: the longest prefix the call shares with
-the session's previous turn request (whole positions, as the cache hashes them)."""
+the session's previous turn request (whole positions, as the cache hashes them).
+`miss_cause`: why the call read less than the previous call of its kind left cached
+(`cache.miss_cause`: `cold_start`, `ttl_expired_5m`, `tools_changed`, ...), empty when it
+did not miss; the agent loop and compaction are one session, each other kind its own."""
 
 TURN_TIMEOUT = 180.0
 
@@ -89,6 +94,7 @@ class CallRow:
     read: int
     output_tokens: int
     shared_prefix_tokens: int
+    miss_cause: str = ""
 
     @property
     def usage(self) -> Usage:
@@ -249,10 +255,31 @@ def report_rows(
         main = next((c.model for c in calls if c.tool_names()), "")
     rows: list[CallRow] = []
     previous: WireCall | None = None
+    # per session (the loop with compaction, else the kind): its last call and that call's TTL
+    last: dict[str, tuple[WireCall, TTL | None]] = {}
     for number, (call, turn) in enumerate(zip(calls, turns, strict=True), start=1):
         kind = client.classify(call, call.model == main)
         usage = call.usage
         shared = shared_prefix_tokens(call.blocks, previous.blocks) if previous else 0
+        cause = ""
+        if call.status == 200 and call.blocks:
+            session = "turn" if kind in ("turn", "compaction") else kind
+            before = last.get(session)
+            ttl: TTL | None = (
+                "1h"
+                if usage.cache_write_1h_tokens
+                else "5m"
+                if usage.cache_write_5m_tokens
+                else (before[1] if before is not None else None)
+            )
+            left = left_cached(before[0]) if before is not None else 0
+            if is_miss(usage.cache_read_tokens, left, before is None):
+                cause = miss_cause(
+                    call_shape(call, ttl),
+                    call_shape(*before) if before is not None else None,
+                    min_tokens=_min_tokens(call.model),
+                )
+            last[session] = (call, ttl)
         rows.append(
             CallRow(
                 call=number,
@@ -267,11 +294,17 @@ def report_rows(
                 read=usage.cache_read_tokens,
                 output_tokens=usage.output_tokens,
                 shared_prefix_tokens=shared,
+                miss_cause=cause,
             )
         )
         if kind == "turn" and call.status == 200:
             previous = call
     return rows
+
+
+def _min_tokens(model: str) -> int:
+    """The model's minimum cacheable prompt; 0 for one the catalog does not know."""
+    return get_model(model).min_cacheable_tokens if is_known_model(model) else 0
 
 
 def _event_lines(

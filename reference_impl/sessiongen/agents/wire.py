@@ -4,13 +4,15 @@ cache applied, so a shared prefix here is a shared prefix there) and its usage b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..cache import FlatBlock
+from ..cache import TTL, CallShape, FlatBlock, get_model, is_known_model
 from ..llm.types import Usage
 from ..providers import PROVIDERS, Provider
+from ..providers.openai.wire import CACHE_INCREMENT
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,69 @@ class WireCall:
     def texts(self) -> tuple[str, str]:
         """The request's system prompt and its last user text, whatever the provider."""
         return _texts(self)
+
+
+_IMPLICIT_WRITES = ("anthropic", "bedrock")
+"""Providers whose usage reports cache writes; the others cache implicitly and report only
+reads."""
+
+
+def call_shape(call: WireCall, ttl: TTL | None) -> CallShape:
+    """What the miss-cause rule (`cache.miss_cause`) compares of a call: its model, and
+    fingerprints of its tools, its system prompt and each of its messages, whatever the
+    provider's spelling (`tools`; `system`, `instructions` or `systemInstruction`;
+    `messages`, `input` or `contents`), cache markers left out (they move from message to
+    message and are not content)."""
+    body = call.body
+    system = next(
+        (body[k] for k in ("system", "instructions", "systemInstruction") if k in body), None
+    )
+    messages = next((body[k] for k in ("messages", "input", "contents") if k in body), None)
+    listed: tuple[str, ...] | None = None
+    if isinstance(messages, list):
+        listed = tuple(_fingerprint(m) for m in messages)
+    elif messages is not None:
+        listed = (_fingerprint(messages),)
+    return CallShape(
+        at=call.started_at,
+        model=call.model,
+        prompt_tokens=call.prompt_tokens,
+        tools=_fingerprint(body.get("tools")),
+        system=_fingerprint(system),
+        messages=listed,
+        ttl=ttl,
+    )
+
+
+def left_cached(call: WireCall) -> int:
+    """Tokens `call` left cached for the next call of its session: what it read and wrote
+    where its provider reports writes, else (an implicit cache) its prompt up to its last
+    implicit breakpoint (the catalog's `implicit_breakpoint_interval`; OpenAI bills reads in
+    whole `CACHE_INCREMENT`s)."""
+    usage = call.usage
+    if call.provider in _IMPLICIT_WRITES:
+        return usage.cache_read_tokens + usage.cache_write_5m_tokens + usage.cache_write_1h_tokens
+    interval = (
+        get_model(call.model).implicit_breakpoint_interval if is_known_model(call.model) else 1
+    )
+    if call.provider == "openai":  # reads are billed in whole increments
+        interval = max(interval, CACHE_INCREMENT)
+    interval = max(interval, 1)
+    return call.prompt_tokens // interval * interval
+
+
+def _fingerprint(value: Any) -> str:
+    return json.dumps(_unmarked(value), sort_keys=True, separators=(",", ":"))
+
+
+def _unmarked(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            k: _unmarked(v) for k, v in value.items() if k not in ("cache_control", "cachePoint")
+        }
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
 
 
 def read_call(entry: Mapping[str, Any]) -> WireCall:

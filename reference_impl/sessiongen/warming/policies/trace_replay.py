@@ -37,8 +37,8 @@ breakpoint is likewise one block with no breakpoint: nothing is read or written 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...cache import (
@@ -50,9 +50,12 @@ from ...cache import (
     CostBreakdown,
     cost_breakdown,
     get_model,
+    is_known_model,
+    list_models,
     token_counts,
 )
 from ...cache.store import CompiledBlocks, compile_blocks
+from ...catalog import nearest_models
 from ...tokens import text_of_tokens
 from ..traces import Trace
 from .decision import DEFAULT_MODEL, Decision, Fixed, History, Policy
@@ -107,12 +110,19 @@ class PreparedTrace:
         return found
 
     def single(self) -> PreparedTrace:
-        """This trace with one breakpoint per request, on its last block, and nothing cached
-        before it (itself when no request has more breakpoints and nothing is warm): the
-        offline optimum's planning model."""
-        if self.marked or self.warm:
-            return prepare(self.trace, client_breakpoints=False)
+        """This trace with one breakpoint per request, on its last block, nothing cached
+        before it, every request at the replay's one model and readable as soon as written
+        (itself when no request has more breakpoints, a model or a time to first token and
+        nothing is warm): the offline optimum's planning model."""
+        if self.marked or self.warm or self.named:
+            plain = tuple(replace(r, model=None, ttft=0.0) for r in self.trace.requests)
+            return prepare(Trace(self.trace.name, plain), client_breakpoints=False)
         return self
+
+    @property
+    def named(self) -> bool:
+        """Whether any request names its model or a time to first token."""
+        return any(r.model is not None or r.ttft for r in self.trace.requests)
 
     @classmethod
     def of(cls, trace: Trace | PreparedTrace) -> PreparedTrace:
@@ -212,6 +222,15 @@ class TokenTotals:
     cache_read: int = 0
     output: int = 0
 
+    def __add__(self, other: TokenTotals) -> TokenTotals:
+        return TokenTotals(
+            self.input + other.input,
+            self.cache_write_5m + other.cache_write_5m,
+            self.cache_write_1h + other.cache_write_1h,
+            self.cache_read + other.cache_read,
+            self.output + other.output,
+        )
+
     def cost(self, model: str) -> CostBreakdown:
         usage = CacheUsage(self.input, self.cache_read, self.cache_write_5m, self.cache_write_1h)
         return cost_breakdown(usage.to_api(self.output), model)
@@ -239,10 +258,39 @@ class ReplayResult:
     ping_cost: float
     usages: tuple[tuple[CacheUsage, int], ...] | None = None
     ping_usages: tuple[tuple[float, int, CacheUsage], ...] | None = None
+    by_model: tuple[tuple[str, TokenTotals, TokenTotals], ...] = ()
+    """Where requests name their models (`TraceRequest.model`): per priced model, its
+    tokens (requests and pings) and its pings' tokens; `cost` is the sum of each priced at
+    its own model. Empty: everything at `model`."""
+    stand_ins: tuple[str, ...] = ()
+    """Models the trace names that the catalog does not know, priced at `model` instead."""
 
     @property
     def total_cost(self) -> float:
         return self.cost.total
+
+
+def priced_model(logged: str | None, default: str) -> tuple[str, bool]:
+    """The catalog id a request naming `logged` is cached and priced at, and whether that is
+    a stand-in: `logged` itself (or the catalog's id for an alias; a `provider/model` name
+    by its model), else `default` (the replay's model), the documented stand-in for a model
+    the catalog does not know."""
+    if not logged:
+        return get_model(default).id, False
+    for name in (logged, logged.rsplit("/", 1)[-1]):
+        if is_known_model(name):
+            return get_model(name).id, False
+    return get_model(default).id, True
+
+
+def price_by_model(totals: Mapping[str, TokenTotals]) -> CostBreakdown:
+    """The cost of tokens counted per model, each priced at its own model."""
+    parts = [tokens.cost(model) for model, tokens in totals.items()]
+    return CostBreakdown(*(sum(column) for column in zip(*map(_fields, parts), strict=True)))
+
+
+def _fields(cost: CostBreakdown) -> tuple[float, float, float, float, float]:
+    return (cost.input, cost.cache_write_5m, cost.cache_write_1h, cost.cache_read, cost.output)
 
 
 # One call the client makes: (request index, TTL, start time, is a ping, known to be alive).
@@ -265,7 +313,12 @@ class _Schedule:
     generator, so the in-memory replay pays no generator round-trip per call."""
 
     def __init__(
-        self, prepared: PreparedTrace, policy: Policy, min_tokens: int, counts: _Counts
+        self,
+        prepared: PreparedTrace,
+        policy: Policy,
+        min_tokens: int,
+        counts: _Counts,
+        models: _Models | None = None,
     ) -> None:
         n = len(prepared.trace.requests)
         self.requests = prepared.trace.requests
@@ -279,6 +332,7 @@ class _Schedule:
         self.policy = policy
         self.may_rewrite = policy.ping_may_rewrite
         self.min_tokens = min_tokens
+        self.mins = models.mins if models is not None and not models.single else None
         self.counts = counts
         policy.reset()
         # A Fixed policy's observe does nothing and its decide is one answer: the replay
@@ -355,7 +409,8 @@ class _Schedule:
 
     def request_done(self, i: int, decision: Decision, usage: CacheUsage) -> None:
         ttl = decision.ttl
-        if ttl is not None and self.tokens[i] >= self.min_tokens:
+        least = self.min_tokens if self.mins is None else self.mins[i]
+        if ttl is not None and self.tokens[i] >= least:
             at = self.at[i]
             self._learn(i, at, usage, ttl)
             if decision.ping_offsets:
@@ -364,18 +419,52 @@ class _Schedule:
                 self.seq += 1
 
 
-class _Ledger:
-    """Sums the usage of requests and pings as a replay goes."""
+class _Models:
+    """Each request's model, cache namespace and minimum, where the trace names models."""
 
-    def __init__(self, keep: bool) -> None:
+    def __init__(self, prepared: PreparedTrace, model: str) -> None:
+        info = get_model(model)
+        self.default = info.id
+        self.min_tokens = info.min_cacheable_tokens
+        named = {r.model for r in prepared.trace.requests}
+        self.single = named <= {None}
+        ids: dict[str | None, str] = {}
+        stand_ins: list[str] = []
+        for name in named:
+            ids[name], stand_in = priced_model(name, model)
+            if stand_in and name:
+                stand_ins.append(name)
+        self.stand_ins = tuple(sorted(stand_ins))
+        self.of = [ids[r.model] for r in prepared.trace.requests]
+        self.mins = [get_model(m).min_cacheable_tokens for m in self.of]
+        self.ttft = [r.ttft for r in prepared.trace.requests]
+
+
+class _Ledger:
+    """Sums the usage of requests and pings as a replay goes (per model where the trace
+    names models)."""
+
+    def __init__(self, keep: bool, models: _Models | None = None) -> None:
         self.requests = [0, 0, 0, 0, 0]  # input, 5m write, 1h write, read, output
         self.pings = [0, 0, 0, 0, 0]
         self.keep = keep
         self.usages: list[tuple[CacheUsage, int]] = []
         self.ping_usages: list[tuple[float, int, CacheUsage]] = []
+        self.models = models if models is not None and not models.single else None
+        self.split: dict[tuple[str, bool], list[int]] = {}
 
     def add(self, call: Call, usage: CacheUsage, output: int) -> None:
         i, _, when, ping, _ = call
+        if self.models is not None:
+            key = (self.models.of[i], ping)
+            split = self.split.get(key)
+            if split is None:
+                split = self.split[key] = [0, 0, 0, 0, 0]
+            split[0] += usage.input_tokens
+            split[1] += usage.ephemeral_5m_input_tokens
+            split[2] += usage.ephemeral_1h_input_tokens
+            split[3] += usage.cache_read_input_tokens
+            split[4] += output
         sums = self.pings if ping else self.requests
         sums[0] += usage.input_tokens
         sums[1] += usage.ephemeral_5m_input_tokens
@@ -393,6 +482,22 @@ class _Ledger:
     ) -> ReplayResult:
         ping_tokens = TokenTotals(*self.pings)
         tokens = TokenTotals(*(a + b for a, b in zip(self.requests, self.pings, strict=True)))
+        cost, ping_cost = tokens.cost(model), ping_tokens.cost(model).total
+        by_model: tuple[tuple[str, TokenTotals, TokenTotals], ...] = ()
+        stand_ins: tuple[str, ...] = ()
+        if self.models is not None:
+            stand_ins = self.models.stand_ins
+            names = sorted({name for name, _ in self.split})
+            zero = [0, 0, 0, 0, 0]
+            rows = []
+            for name in names:
+                asked = self.split.get((name, False), zero)
+                pinged = self.split.get((name, True), zero)
+                both = TokenTotals(*(a + b for a, b in zip(asked, pinged, strict=True)))
+                rows.append((name, both, TokenTotals(*pinged)))
+            by_model = tuple(rows)
+            cost = price_by_model({name: both for name, both, _ in by_model})
+            ping_cost = price_by_model({name: pings for name, _, pings in by_model}).total
         return ReplayResult(
             policy=policy.name,
             trace=prepared.trace.name,
@@ -403,10 +508,12 @@ class _Ledger:
             pings_dropped=counts.dropped,
             tokens=tokens,
             ping_tokens=ping_tokens,
-            cost=tokens.cost(model),
-            ping_cost=ping_tokens.cost(model).total,
+            cost=cost,
+            ping_cost=ping_cost,
             usages=tuple(self.usages) if self.keep else None,
             ping_usages=tuple(self.ping_usages) if self.keep else None,
+            by_model=by_model,
+            stand_ins=stand_ins,
         )
 
 
@@ -423,26 +530,33 @@ def replay(
     entries live their TTL plus `linger` seconds (`CacheStore`); the client's bookkeeping
     still counts on exactly the TTL."""
     prepared = PreparedTrace.of(trace)
-    info = get_model(model)
-    model_id, min_tokens = info.id, info.min_cacheable_tokens
+    models = _Models(prepared, model)
+    model_id, min_tokens = models.default, models.min_tokens
     store = CacheStore(linger=linger)
     usage_of = store.usage
     apply = store.apply
     compiled = prepared.compiled
     outputs = [r.output_tokens for r in prepared.trace.requests]
     counts = _Counts()
-    ledger = _Ledger(keep_usage)
+    ledger = _Ledger(keep_usage, models)
     add = ledger.add
-    schedule = _Schedule(prepared, policy, min_tokens, counts)
+    schedule = _Schedule(prepared, policy, min_tokens, counts, models)
     heap, ping, ping_done = schedule.heap, schedule.ping, schedule.ping_done
     request, request_done, at_of = schedule.request, schedule.request_done, schedule.at
     warm = prepared.warm
+    single = models.single and not any(models.ttft)
+    model_of, mins, ttfts = models.of, models.mins, models.ttft
 
     def send(call: Call) -> CacheUsage:
-        i, ttl, when, _, alive = call
+        i, ttl, when, ping, alive = call
         # A request without a breakpoint, or a ping known to be alive, takes the fast path.
         flat = compiled(ttl, ttl is None or (fast_path and alive))[i]
-        return usage_of(flat, model=model_id, now=when, min_tokens=min_tokens)
+        if single:
+            return usage_of(flat, model=model_id, now=when, min_tokens=min_tokens)
+        # Each request at its own model; what it writes is readable once its response began.
+        return usage_of(
+            flat, model=model_of[i], now=when, min_tokens=mins[i], ttft=0.0 if ping else ttfts[i]
+        )
 
     for i in range(len(at_of)):
         at = at_of[i]
@@ -453,9 +567,9 @@ def replay(
                 add(call, usage, 0)
                 ping_done(call, usage)
         call, decision = request(i)
-        if i in warm:  # cached before the trace: in the store, never billed
+        if i in warm:  # cached outside the log: in the store, never billed
             for entry in warm[i]:
-                apply(entry, model=model_id, now=at, min_tokens=min_tokens)
+                apply(entry, model=model_of[i], now=at, min_tokens=mins[i])
         usage = send(call)
         add(call, usage, outputs[i])
         request_done(i, decision, usage)
@@ -499,6 +613,20 @@ def messages_params(
     }
 
 
+def _served(model: str) -> str:
+    """The model a request of `model` is sent as: itself, or for a retired model (which the
+    API, and the emulator, refuse) the nearest one served with the same cache minimum."""
+    info = get_model(model)
+    if info.retired is None:
+        return info.id
+    same = [
+        name
+        for name in nearest_models(info.id, info.provider, count=len(list_models()))
+        if get_model(name).min_cacheable_tokens == info.min_cacheable_tokens
+    ]
+    return same[0] if same else info.id
+
+
 def _warm_params(
     prepared: PreparedTrace, index: int, block: int, ttl: TTL, model: str
 ) -> dict[str, Any]:
@@ -521,31 +649,39 @@ async def replay_through_client(
     set_clock: Callable[[float], Awaitable[None]],
     script_output: Callable[[int], Awaitable[None]],
     model: str = DEFAULT_MODEL,
+    set_ttft: Callable[[float], Awaitable[None]] | None = None,
 ) -> ReplayResult:
     """The same replay as `replay`, sent as Messages requests through `client` (an
     `anthropic.AsyncAnthropic`). `set_clock(t)` moves the server's clock to each call's start
     (the emulator's virtual clock); `script_output(n)` makes the next request answer with `n`
-    output tokens. Pings go with `max_tokens: 0`. Usage is kept."""
+    output tokens; `set_ttft(s)`, where given, sets the server's time to first token before
+    each call (each request's `ttft`, 0 for pings and warm entries). Each request names its
+    own model (`priced_model`). Pings go with `max_tokens: 0`. Usage is kept."""
     prepared = PreparedTrace.of(trace)
-    info = get_model(model)
+    models = _Models(prepared, model)
     counts = _Counts()
-    ledger = _Ledger(True)
-    schedule = _Schedule(prepared, policy, info.min_cacheable_tokens, counts)
+    ledger = _Ledger(True, models)
+    schedule = _Schedule(prepared, policy, models.min_tokens, counts, models)
 
     async def send(call: Call) -> CacheUsage:
         i, ttl, when, ping, _ = call
         output = 0 if ping else prepared.trace.requests[i].output_tokens
+        name = _served(models.of[i])
         await set_clock(when)
+        if set_ttft is not None:
+            await set_ttft(0.0)
         for entry in prepared.trace.warm if not ping else ():
-            if entry.request == i:  # cached before the trace: sent, never billed
+            if entry.request == i:  # cached outside the log: sent, never billed
                 await script_output(1)
                 await client.messages.create(
-                    **_warm_params(prepared, i, entry.block, entry.ttl, model)
+                    **_warm_params(prepared, i, entry.block, entry.ttl, name)
                 )
         if not ping:
             await script_output(output)
+            if set_ttft is not None:
+                await set_ttft(models.ttft[i])
         # A request keeps at least one output token of room; its scripted count is exact.
-        params = messages_params(prepared, i, ttl, 0 if ping else max(output, 1), model)
+        params = messages_params(prepared, i, ttl, 0 if ping else max(output, 1), name)
         message = await client.messages.create(**params)
         n = token_counts(message.usage)
         usage = CacheUsage(n["input"], n["cache_read"], n["cache_write_5m"], n["cache_write_1h"])
@@ -563,4 +699,4 @@ async def replay_through_client(
         call, decision = schedule.request(i)
         schedule.request_done(i, decision, await send(call))
     await pings_before(float("inf"))
-    return ledger.result(prepared, policy, info.id, counts)
+    return ledger.result(prepared, policy, models.default, counts)

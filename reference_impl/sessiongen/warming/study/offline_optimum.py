@@ -91,8 +91,8 @@ from decimal import Decimal
 
 from ...cache import LOOKBACK_WINDOW, TTL, TTL_SECONDS, get_model, price
 from ..policies import DEFAULT_MODEL, Decision, Scheduled
-from ..policies.trace_replay import PreparedTrace, ReplayResult, replay
-from ..traces import Trace
+from ..policies.trace_replay import PreparedTrace, ReplayResult, priced_model, replay
+from ..traces import Trace, TraceRequest
 from ._grouping import connected
 
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
@@ -524,7 +524,9 @@ def optimum(
         raise RuntimeError(
             f"the optimum's planner and the cache rules disagree: {planned} vs {replayed}"
         )
-    if prepared.marked or prepared.warm:  # the schedule as policies run: client's marks, warm
+    if prepared.marked or prepared.warm or prepared.named:
+        # The schedule as policies run: the client's marks, warm entries, each request at
+        # its own model (planned at `model`'s prices) and time to first token.
         result = replay(prepared, policy, model=info.id)
     return Optimum(schedule, result, planned, prices.scale)
 
@@ -604,5 +606,18 @@ def lower_bound_cost(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL
 
 
 def lower_bound(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL) -> float:
-    """The per-block relaxation in USD: no schedule of `trace` costs less."""
-    return _Prices(get_model(model).id).usd(lower_bound_cost(trace, model=model))
+    """The per-block relaxation in USD: no schedule of `trace` costs less. A trace whose
+    requests name their models is bounded per model (caches are per model, so the requests
+    of one model share no entry with another's) and the bounds summed, each at its model's
+    prices (`priced_model`)."""
+    prepared = PreparedTrace.of(trace)
+    requests = prepared.trace.requests
+    if all(r.model is None for r in requests):
+        return _Prices(get_model(model).id).usd(lower_bound_cost(prepared, model=model))
+    groups: dict[str, list[TraceRequest]] = {}
+    for request in requests:
+        groups.setdefault(priced_model(request.model, model)[0], []).append(request)
+    return sum(
+        _Prices(name).usd(lower_bound_cost(Trace(prepared.trace.name, tuple(group)), model=name))
+        for name, group in groups.items()
+    )

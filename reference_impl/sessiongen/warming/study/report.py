@@ -31,7 +31,7 @@ from ..policies import (
     Policy,
     reference_policies,
 )
-from ..policies.trace_replay import PreparedTrace, ReplayResult
+from ..policies.trace_replay import PreparedTrace, ReplayResult, priced_model
 from ..traces import Trace
 from .calibration import Calibration, calibrate, has_recorded_usage
 from .offline_optimum import Optimum, lower_bound, optimum
@@ -92,6 +92,21 @@ class PolicyTable:
     """Sessions the learning policies were fitted on before the priced part (0: none)."""
     prepared: PreparedTrace | None = dataclasses.field(default=None, repr=False, compare=False)
     """The prepared trace (the priced part) the rows come from, for more replays on it."""
+    as_recorded: Calibration | None = None
+    """The `as_recorded` row's own calibration: the priced part only (its sessions, its real
+    usage), where `calibration` may cover the whole trace (`run_warming_experiment`)."""
+
+    def models(self) -> tuple[tuple[str, int], ...]:
+        """The catalog models the priced part's requests are priced at, with their request
+        counts, most requests first; empty when no request names its model (all at
+        `model`)."""
+        if self.prepared is None or all(r.model is None for r in self.prepared.trace.requests):
+            return ()
+        counts: dict[str, int] = {}
+        for request in self.prepared.trace.requests:
+            name = priced_model(request.model, self.model)[0]
+            counts[name] = counts.get(name, 0) + 1
+        return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
     def row(self, policy: str) -> PolicyRow:
         """The row named `policy` (KeyError naming the rows there are)."""
@@ -207,6 +222,7 @@ def compare_policies(
         part,
         fitted_sessions,
         prepared,
+        calibration,
     )
 
 

@@ -27,7 +27,13 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
 from ...cache import LOOKBACK_WINDOW
 from ..policies import DEFAULT_MODEL, Policy
-from ..policies.trace_replay import PreparedTrace, ReplayResult, TokenTotals, replay
+from ..policies.trace_replay import (
+    PreparedTrace,
+    ReplayResult,
+    TokenTotals,
+    price_by_model,
+    replay,
+)
 from ..traces import Trace
 from ._grouping import connected
 
@@ -111,6 +117,17 @@ def _sum(results: Sequence[ReplayResult], prepared: PreparedTrace) -> ReplayResu
         return TokenTotals(*(sum(column) for column in zip(*rows, strict=True)))
 
     tokens, ping_tokens = total("tokens"), total("ping_tokens")
+    cost, ping_cost = tokens.cost(first.model), ping_tokens.cost(first.model).total
+    merged: dict[str, tuple[TokenTotals, TokenTotals]] = {}
+    for result in results:
+        for name, both, pings in result.by_model:
+            if name in merged:
+                both, pings = merged[name][0] + both, merged[name][1] + pings
+            merged[name] = (both, pings)
+    by_model = tuple((name, *merged[name]) for name in sorted(merged))
+    if by_model:
+        cost = price_by_model({name: both for name, both, _ in by_model})
+        ping_cost = price_by_model({name: pings for name, _, pings in by_model}).total
     return ReplayResult(
         policy=first.policy,
         trace=prepared.trace.name,
@@ -121,8 +138,10 @@ def _sum(results: Sequence[ReplayResult], prepared: PreparedTrace) -> ReplayResu
         pings_dropped=sum(r.pings_dropped for r in results),
         tokens=tokens,
         ping_tokens=ping_tokens,
-        cost=tokens.cost(first.model),
-        ping_cost=ping_tokens.cost(first.model).total,
+        cost=cost,
+        ping_cost=ping_cost,
+        by_model=by_model,
+        stand_ins=tuple(sorted({m for r in results for m in r.stand_ins})),
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import ValidationError
 
@@ -67,6 +67,12 @@ class TraceRequest:
     block is always marked by the replay whatever is given, since a policy's TTL is written
     there. `recorded` is the provider's real usage when the log has it. `output_known` is
     False when `output_tokens` is not the real count (a placeholder in the log).
+
+    `model` is the model the log names for this request (None: the replay's model); the
+    replay caches and prices each request at its own model. `ttft` is how long after `at`
+    the response began, as far as the log shows it: what this request writes is readable
+    only from then (`CacheEntry.available_at`), so requests sent together (a subagent
+    fan-out) each write.
     """
 
     session: str
@@ -77,6 +83,8 @@ class TraceRequest:
     breakpoints: tuple[int, ...] = ()
     recorded: RecordedUsage | None = None
     output_known: bool = True
+    model: str | None = None
+    ttft: float = 0.0
 
     def __post_init__(self) -> None:
         if len(self.blocks) != len(self.block_tokens):
@@ -111,16 +119,37 @@ class TraceRequest:
         return sum(self.block_tokens)
 
 
+WarmKind = Literal["account", "ttl_boundary", "missing_calls"]
+WARM_KINDS: tuple[WarmKind, ...] = ("account", "ttl_boundary", "missing_calls")
+
+TTL_TOLERANCE = 10.0
+"""Seconds a gap may be past an entry's TTL, by the log's clock, and still be taken as within
+it (docs/traces.md, "Gaps near a TTL"). A log's times are when lines were written: a
+request's start is estimated (the line it answers, else its own first line less the log's
+usual time to a first line), and the provider starts an entry's lifetime when the request
+reaches it, so two starts a log puts 303.4 s apart can be 300 s apart at the provider. In
+the real 2.1 logs a response's first line comes a median 3 to 5 s after the line it answers
+(p90 7 to 25 s)."""
+
+
 @dataclass(frozen=True, slots=True)
 class WarmEntry:
-    """A prefix the record shows cached before the trace begins: request `request` really
-    read its prompt up to block `block`, and no earlier request of the trace wrote it (an
-    agent's system prompt, written by a session the log does not hold). A replay puts it in
-    the cache, unbilled, just before that request, with `ttl`."""
+    """A prefix the record shows cached where the log's own calls cannot have kept it:
+    request `request` really read its prompt up to block `block`, and no earlier request of
+    the trace wrote it, or none used it within its TTL before. A replay puts it in the cache,
+    unbilled, just before that request, with `ttl`.
+
+    `kind` says why: `account` (a prefix no call of the log wrote, such as an agent's system
+    prompt written by a session the log does not hold, or one read after the log's own use
+    of it had expired: kept warm by other sessions of the account), `ttl_boundary` (read at
+    a gap at most `TTL_TOLERANCE` past the TTL: the log's times are when lines were written,
+    not when requests reached the provider) or `missing_calls` (a read longer than any
+    prompt the log shows could have written: calls missing from the log wrote it)."""
 
     request: int
     block: int
     ttl: TTL
+    kind: WarmKind = "account"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +203,7 @@ class Trace:
     def _subset(self, name: str, indexes: list[int]) -> Trace:
         position = {old: new for new, old in enumerate(indexes)}
         warm = tuple(
-            WarmEntry(position[w.request], w.block, w.ttl)
+            WarmEntry(position[w.request], w.block, w.ttl, w.kind)
             for w in self.warm
             if w.request in position
         )

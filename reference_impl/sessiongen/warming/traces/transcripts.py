@@ -18,7 +18,8 @@ docs/traces.md lists what is read and what is inferred.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import statistics
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import accumulate
@@ -28,11 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...cache import TTL, TTL_SECONDS
 from . import (
+    TTL_TOLERANCE,
     RecordedUsage,
     Trace,
     TraceFormatError,
     TraceRequest,
     WarmEntry,
+    WarmKind,
     bounded_json,
     trace_lines,
     unix_micros,
@@ -56,6 +59,7 @@ class _Call:
     agent: str  # sessions of one agent share a system + tools prefix
     output_known: bool = True
     marks_system: bool = True  # the client marks the system prompt and the last two messages
+    ttft: int = 0  # microseconds from `at` to the response's first logged line
 
     @property
     def prompt_tokens(self) -> int:
@@ -101,15 +105,22 @@ class _Layout:
     # model -> session -> its latest prompt, the most recent session last
     latest: dict[str, dict[str, _Prompt]] = field(default_factory=dict)
     left: dict[str, _Left] = field(default_factory=dict)  # session -> its latest call's entry
+    # (model, a prefix's last block) -> when the log last read or wrote that prefix (Unix
+    # microseconds) and its TTL. A block id always follows the same blocks (the chain hands
+    # out a new id for every new segment), so its id names the whole prefix.
+    used: dict[tuple[str, int], tuple[int, TTL]] = field(default_factory=dict)
 
-    def blocks(self, call: _Call) -> tuple[tuple[int, ...], tuple[int, ...], int, int | None]:
+    def blocks(
+        self, call: _Call
+    ) -> tuple[tuple[int, ...], tuple[int, ...], int, tuple[int, WarmKind, TTL] | None]:
         """The call's blocks and block tokens, how many of its first blocks are prefixes
-        shared between sessions, and the last block the call read that no earlier call of
-        the trace wrote (a prefix cached before the log begins), if any."""
+        shared between sessions, and, when the record shows the call read a prefix the
+        log's own calls cannot have kept cached (`_warm`), the last block of that prefix,
+        why (`WarmEntry.kind`) and its TTL."""
         session, prompt = call.session, call.prompt_tokens
         latest = self.latest.setdefault(call.model, {})
         read = call.recorded.cache_read_tokens
-        before_log = None
+        missing = None
         if session not in self.keep:  # the session's first call
             self.keep[session] = 0
             fork = _fork_source(latest, session, read)
@@ -136,14 +147,20 @@ class _Layout:
                 self.chain.set(session, tuple(head), tuple(sizes))
                 blocks, tokens = self.chain.extend(session, levels[-1], prompt - levels[-1])
                 self.keep[session] = prefix
-                if fresh and read >= levels[-1]:
-                    before_log = len(levels) - 1
             else:
                 blocks, tokens = self.chain.grow(session, prompt)
         else:
             edited = self._edited(call)
+            previous = self.chain.prompt_tokens(session)
             if edited is not None:
                 blocks, tokens = self.chain.extend(session, edited, prompt - edited)
+            elif previous <= prompt and read > previous + FORK_SLACK:
+                # A read longer than the session's previous prompt: calls the log does not
+                # hold sent a prompt of at least `read` tokens. Their prefix is its own
+                # block, cached when this call is sent; only the rest is this call's growth.
+                self.chain.extend(session, previous, read - previous)
+                blocks, tokens = self.chain.extend(session, read, prompt - read)
+                missing = len(blocks) - (2 if prompt > read else 1)
             else:
                 blocks, tokens = self.chain.grow(session, prompt, self.keep[session])
         latest.pop(session, None)  # re-insert: the most recent prompt last
@@ -155,7 +172,58 @@ class _Layout:
         heads = 0
         while heads < len(blocks) - 1 and blocks[heads] in ids:
             heads += 1
-        return blocks, tokens, heads, before_log
+        warm = self._warm(call, blocks, tokens, heads, ttl, missing)
+        return blocks, tokens, heads, warm
+
+    def _warm(
+        self,
+        call: _Call,
+        blocks: tuple[int, ...],
+        tokens: tuple[int, ...],
+        heads: int,
+        ttl: TTL,
+        missing: int | None,
+    ) -> tuple[int, WarmKind, TTL] | None:
+        """The prefix the record shows this call read that the log's own calls cannot have
+        kept cached, if any, as (its last block, why, TTL); and the log's use of the
+        prefixes this call read or wrote, recorded for the calls after it.
+
+        The log's use is read off the record, not the replay: a call that read a prefix
+        refreshed it (with the TTL it was written with), one that wrote past it wrote it
+        (with the call's TTL). A read of a prefix whose last use by the log is more than its
+        TTL before (by the requests' starts: an entry lives its TTL from the start of the
+        request that last used it) was kept warm by something the log does not hold."""
+        read = call.recorded.cache_read_tokens
+        ends = list(accumulate(tokens))
+        found: tuple[int, WarmKind, TTL] | None = None
+        if missing is not None:
+            found = (missing, "missing_calls", ttl)
+        else:
+            boundary = max(
+                (k for k, end in enumerate(ends) if end <= read + FORK_SLACK), default=None
+            )
+            if read and boundary is not None:
+                last = self.used.get((call.model, blocks[boundary]))
+                life = TTL_SECONDS[last[1]] * 1_000_000 if last else 0
+                if last is None or call.at - last[0] > life:
+                    late = last is not None and call.at - last[0] <= life + TTL_TOLERANCE * 1e6
+                    found = (
+                        boundary,
+                        "ttl_boundary" if late else "account",
+                        last[1] if last else ttl,
+                    )
+        # A call that wrote wrote every prefix it marks (as the replay does); one that only
+        # read refreshed those it read.
+        reach = ends[-1] if call.recorded.cache_write_tokens else read + FORK_SLACK
+        marks = {*_breakpoints(len(blocks), heads), *([found[0]] if found else [])}
+        for k in sorted(marks):
+            if ends[k] > reach:
+                break
+            key = (call.model, blocks[k])
+            before = self.used.get(key)
+            kept = before[1] if before is not None and ends[k] <= read + FORK_SLACK else ttl
+            self.used[key] = (call.at, kept)
+        return found
 
     def _edited(self, call: _Call) -> int | None:
         """The tokens a later call shares with its session's previous prompt when the
@@ -166,8 +234,8 @@ class _Layout:
         (`SegmentChain.extend`)."""
         left = self.left.get(call.session)
         read = call.recorded.cache_read_tokens
-        if left is None or not self.keep[call.session] <= read < left.cached:
-            return None
+        if left is None or read == 0 or not self.keep[call.session] <= read < left.cached:
+            return None  # nothing read: a dropped entry as much as a changed history
         if call.at - left.at > TTL_SECONDS[left.ttl] * 1_000_000:
             return None  # the entry may have expired: a short read says nothing of content
         # A read ends at an earlier call's breakpoint, that call's uncached tail short of its
@@ -214,11 +282,12 @@ def _trace(name: str, calls: list[_Call]) -> Trace:
     requests: list[TraceRequest] = []
     warm: list[WarmEntry] = []
     for call in calls:
-        blocks, tokens, heads, before_log = layout.blocks(call)
+        blocks, tokens, heads, cached = layout.blocks(call)
         at = (call.at - start) / 1_000_000
         marks = _breakpoints(len(blocks), heads) if call.marks_system else ()
-        if before_log is not None:
-            warm.append(WarmEntry(len(requests), before_log, call.recorded.ttl or "5m"))
+        if cached is not None:
+            block, kind, ttl = cached
+            warm.append(WarmEntry(len(requests), block, ttl, kind))
         requests.append(
             TraceRequest(
                 call.session,
@@ -229,6 +298,8 @@ def _trace(name: str, calls: list[_Call]) -> Trace:
                 breakpoints=marks,
                 recorded=call.recorded,
                 output_known=call.output_known,
+                model=call.model or None,
+                ttft=call.ttft / 1_000_000,
             )
         )
     return Trace(name, tuple(requests), tuple(warm))
@@ -368,6 +439,7 @@ def load_claude_code(path: Path, name: str | None = None) -> Trace:
                 entry.output_tokens = max(entry.output_tokens, output)
                 entry.stopped = entry.stopped or stopped
     roots = _SidechainRoots(lines)
+    starts = _RequestStarts(lines, entries.values())
     calls = []
     for entry in entries.values():
         line = entry.line
@@ -375,16 +447,53 @@ def load_claude_code(path: Path, name: str | None = None) -> Trace:
         if line.is_sidechain:
             chain = roots.root(line.uuid) if line.uuid else "sidechain"
             session = f"{session}/{line.agent_id or chain}"
-        parent = lines.get(line.parent_uuid or "")
-        sent = parent.at if parent is not None and parent.kind == "user" else line.timestamp
         recorded = line.message.usage.recorded(entry.output_tokens if entry.stopped else None)
         if recorded.prompt_tokens > 0:
             model = line.message.model or ""
             agent = f"{model}/{'subagent' if line.is_sidechain else 'main'}"
-            call = _Call(session, unix_micros(sent), recorded, entry.output_tokens, model, agent)
+            sent, first = starts.of(line)
+            call = _Call(session, sent, recorded, entry.output_tokens, model, agent)
             call.output_known = entry.stopped
+            call.ttft = first - sent
             calls.append(call)
     return _trace(name or path.stem, calls)
+
+
+class _RequestStarts:
+    """When each assistant message's request was sent, in Unix microseconds, and when its
+    first line was written.
+
+    Claude Code writes a line when it has it: a response's lines after its content blocks
+    complete, the user line (prompt or tool result) before the request that answers it. So a
+    request was sent after the line its first line chains to (`parentUuid`) and before its
+    first line. When that parent is any line but an assistant one (a user line, a hook's
+    `progress` line, a `system` line), its time is the start; otherwise (no parent in the
+    files, or another response's line) the start is the message's first line less the
+    log's usual delay from a parent line to a response's first line (the median over its
+    messages that have one), and no earlier than an assistant parent."""
+
+    def __init__(self, lines: dict[str, _ClaudeLine], entries: Iterable[_ClaudeEntry]) -> None:
+        self._lines = lines
+        delays = []
+        for entry in entries:
+            parent = self._parent(entry.line)
+            if parent is not None and parent.kind != "assistant":
+                delays.append(max(unix_micros(entry.line.timestamp) - unix_micros(parent.at), 0))
+        self._delay = round(statistics.median(delays)) if delays else 0
+
+    def _parent(self, line: _ClaudeAssistant) -> _ClaudeLine | None:
+        return self._lines.get(line.parent_uuid or "")
+
+    def of(self, line: _ClaudeAssistant) -> tuple[int, int]:
+        """(the request's start, its first line's time)."""
+        first = unix_micros(line.timestamp)
+        parent = self._parent(line)
+        if parent is not None and parent.kind != "assistant":
+            return min(unix_micros(parent.at), first), first
+        sent = first - self._delay
+        if parent is not None:
+            sent = max(sent, unix_micros(parent.at))
+        return min(sent, first), first
 
 
 class _SidechainRoots:

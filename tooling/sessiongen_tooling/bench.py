@@ -374,6 +374,11 @@ REGISTRY: tuple[Benchmark, ...] = (
                 FigureSpec(f"{group}_{stat}", f"{label}: {stat} |error| of prompt tokens", "%")
                 for group, label in (
                     ("all", "all providers, every project"),
+                    ("anthropic", "Anthropic Messages, every project"),
+                    ("bedrock", "Bedrock Converse, every project"),
+                    ("openai_chat", "OpenAI Chat Completions, every project"),
+                    ("openai_responses", "OpenAI Responses, every project"),
+                    ("gemini", "Gemini generateContent, every project"),
                     ("media", "requests with images, audio or documents"),
                 )
                 for stat in ("median", "p90")

@@ -65,10 +65,11 @@ class _Encoding(Protocol):
 @cache
 def _bpe(encoding: str) -> _Encoding:
     # Loaded once per process, on first use, and never changed: a read-only table (0.1 s),
-    # like the token facts below. Imported here, not at the top: bpe-openai 0.1 reads its
-    # tables with a deprecated importlib call at import time, whose warning is its own.
+    # like the token facts below.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        # startup: bpe-openai (its tables, 0.1 s) loads with the first count, not with
+        # `import sessiongen`; its deprecated importlib call at import warns, silenced here
         import bpe_openai  # type: ignore[import-untyped]
 
         table: _Encoding = bpe_openai.get_encoding(encoding)

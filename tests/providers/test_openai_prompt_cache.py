@@ -27,7 +27,7 @@ from sessiongen.providers.openai.wire import usage_from_openai
 
 BASE = "http://emulator/v1"
 NEW = "gpt-5.6-sol"
-STABLE = "Stable instructions and shared reference material. " * 200  # ~1,800 tokens
+STABLE = "Stable instructions and shared reference material. " * 300  # ~2,400 tokens
 MARK = {"mode": "explicit"}
 
 

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessiongen.emulator import EmulatorState, create_app
+from sessiongen.tokens import text_of_tokens
 from starlette.testclient import TestClient
 
 from ._figures import record
@@ -30,7 +31,7 @@ LONG = os.environ.get("SESSIONGEN_LONG") == "1"
 FUZZ_EXAMPLES = 600
 FUZZ_EXAMPLES_LONG = 5000
 MODEL = "claude-sonnet-4-6"
-PREFIX_TEXT = "cached|" + "x" * (1100 * 4 - 7)  # 1,100 tokens: over the 1,024 minimum
+PREFIX_TEXT = text_of_tokens(1100, "cached")  # 1,100 tokens: over the 1,024 minimum
 
 FUZZ = settings(
     max_examples=FUZZ_EXAMPLES_LONG if LONG else FUZZ_EXAMPLES,

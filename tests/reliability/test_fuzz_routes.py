@@ -37,6 +37,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessiongen.emulator import EmulatorState, create_app
+from sessiongen.tokens import text_of_tokens
 from starlette.testclient import TestClient
 
 LONG = os.environ.get("SESSIONGEN_LONG") == "1"
@@ -53,7 +54,7 @@ FUZZ = settings(
 )
 ADMIN_FUZZ = settings(FUZZ, max_examples=LONG_EXAMPLES if LONG else ADMIN_EXAMPLES)
 
-PREFIX = "cached|" + "x" * (4200 * 4)  # 4,200 tokens: over every model's minimum
+PREFIX = text_of_tokens(4200, "cached")  # 4,200 tokens: over every model's minimum
 TOOL_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
 ANTHROPIC = "claude-sonnet-4-6"
 OPENAI = "gpt-4.1"

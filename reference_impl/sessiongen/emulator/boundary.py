@@ -458,7 +458,7 @@ class _DocumentSource(TypedDict, total=False):
 class _Document(TypedDict):
     format: str
     name: NotRequired[str]
-    source: _DocumentSource
+    source: _union(_DocumentSource)  # type: ignore[valid-type]
     context: NotRequired[str]
     citations: NotRequired[dict[str, Any]]
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from .prefix import TTL
 from .store import TTL_SECONDS
@@ -49,18 +49,7 @@ MissCause = Literal[
     "likely_server_side",
     "unknown",
 ]
-MISS_CAUSES: tuple[MissCause, ...] = (
-    "ttl_expired_5m",
-    "ttl_expired_1h",
-    "tools_changed",
-    "model_changed",
-    "messages_rewritten",
-    "system_prompt_changed",
-    "cold_start",
-    "below_minimum",
-    "likely_server_side",
-    "unknown",
-)
+MISS_CAUSES: tuple[MissCause, ...] = get_args(MissCause)
 """Every cause, in the order reports list them."""
 
 MISS_SLACK = 16

@@ -312,6 +312,18 @@ class CacheStore:
         if earlier:
             heappush(self._expiry, (expires_at, next(self._seq), entry))
 
+    def _stored(
+        self, entry: CacheEntry, bucket: dict[str, CacheEntry] | None
+    ) -> dict[str, CacheEntry]:
+        """Keep a new entry: by (model, prefix), in its model's index (`bucket`, made if
+        absent and returned) and on the expiry heap."""
+        self._entries[(entry.model, entry.prefix_hash)] = entry
+        if bucket is None:
+            bucket = self._index[entry.model] = {}
+        bucket[entry.prefix_hash] = entry
+        heappush(self._expiry, (entry.expires_at, next(self._seq), entry))
+        return bucket
+
     def process(self, request: PreparedRequest, *, now: float, ttft: float = 0.0) -> CacheResult:
         """Apply the cache rules to a flattened request of a catalogued model (raises
         `UnknownModel`); entries are namespaced by the canonical model id, so an alias and
@@ -438,11 +450,7 @@ class CacheStore:
                         expires_at=expires,
                         last_used_at=now,
                     )
-                    self._entries[(model, prefix_hash)] = entry
-                    if bucket is None:
-                        bucket = self._index[model] = {}
-                    bucket[prefix_hash] = entry
-                    heappush(self._expiry, (expires, next(self._seq), entry))
+                    bucket = self._stored(entry, bucket)
                     written.add(bp)
                 elif entry.available_at > now:
                     # Written by a request whose response has not begun yet: this request
@@ -603,11 +611,7 @@ class CacheStore:
                         last_used_at=now,
                         life=life,
                     )
-                    self._entries[(model, prefix_hash)] = entry
-                    if bucket is None:
-                        bucket = self._index[model] = {}
-                    bucket[prefix_hash] = entry
-                    heappush(self._expiry, (entry.expires_at, next(self._seq), entry))
+                    bucket = self._stored(entry, bucket)
                     continue
                 if entry.available_at > now:
                     entry.available_at = min(entry.available_at, now + ttft)

@@ -55,9 +55,6 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
             "thinking": [float(v) for v in range(0, 81, 2)],
         },
     ),
-    # Bedrock's per-request overhead: the fitting projects have 15 Converse requests, which
-    # put it at 0 (the held-back ones are not looked at).
-    "bedrock": (("bedrock",), {"request": SIGNED}),
     # Responses renders function tools as Chat does: its `tools` and `tool` are Chat's (the
     # Responses rows disagree among themselves on strict tools). OpenAI's own figures are
     # kept, not fitted: "every message follows

@@ -7,7 +7,7 @@ bytes do (measured: benchmarks/token_accuracy.py). JSON values (tool inputs, sch
 with no text of their own) are counted on their canonical serialisation (sorted keys, no
 spaces). On top of that count, each provider's counter (the
 `counting.py` of its folder in `sessiongen.providers`) bills what the provider bills and
-bytes cannot show (`catalog/tokens.json`, read here by `token_section`, each figure marked
+the texts do not show (`catalog/tokens.json`, read here by `token_section`, each figure marked
 documented or calibrated on `benchmarks/data/token_recordings.jsonl`):
 
 * the template framing around messages, tool definitions, tool calls and results, and
@@ -89,8 +89,9 @@ _PIECE = 50_000  # characters: bpe-openai refuses one input of more than 200,000
 
 
 def _pieces(text: str) -> list[str]:
-    """`text` in pieces the encoder takes, each cut after a whitespace where one is near (the
-    encoder's pre-tokenizer splits there anyway, so the count is the same as whole)."""
+    """`text` in pieces the encoder takes, each cut before a space or newline where one is
+    near: the encoder's pre-tokenizer splits there too, so the count is the whole text's but
+    for a run of whitespace cut in two."""
     pieces: list[str] = []
     start = 0
     while len(text) - start > _PIECE:
@@ -251,13 +252,16 @@ def text_scale(model: str) -> float:
     return scale_of(get_model(model))
 
 
-def scale_of(info: ModelInfo) -> float:
+def scale_of(info: ModelInfo, framing: bool = True) -> float:
     """The model's text scale: its tokenizer family's multiplier (documented ratios between
     one vendor's tokenizers) times its provider's calibrated `text_scale` (1 on OpenAI, where
-    the base count is exact)."""
-    facts = token_facts().get(info.provider) or {}
-    facts = token_facts().get(str(facts.get("counts_as")), facts)  # Bedrock's Claude: Claude's
-    return info.token_multiplier * float(facts.get("text_scale", 1.0))
+    the base count is exact; 1 in the bare count, without `framing`)."""
+    section = info.provider
+    counts_as = (token_facts().get(section) or {}).get("counts_as")  # Bedrock's Claude: Claude's
+    section = str(counts_as or section)
+    if section not in token_facts():
+        return info.token_multiplier
+    return info.token_multiplier * float(token_section(section, framing).get("text_scale", 1.0))
 
 
 def per_chars(chars: int, chars_per_token: float) -> int:

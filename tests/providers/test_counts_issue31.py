@@ -17,7 +17,7 @@ from sessiongen._media_size import decode_base64_prefix, image_size
 from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.providers.anthropic.counting import count_model_body_tokens, hidden_prompt_tokens
 from sessiongen.providers.openai.counting import openai_image_tokens
-from sessiongen.tokens import count_json_tokens, token_facts
+from sessiongen.tokens import count_json_tokens, count_text_tokens, token_facts
 
 from tests.emulator.test_billed_tokens import png
 
@@ -126,3 +126,10 @@ async def test_gemini_serves_what_the_real_api_billed(body: dict[str, Any]) -> N
     response = await _gemini(body)
     assert response.status_code == 200, response.text
     assert response.json()["usageMetadata"]["promptTokenCount"] > 0
+
+
+def test_a_text_longer_than_the_encoder_takes_is_counted_in_pieces() -> None:
+    """bpe-openai refuses one input of more than 200,000 tokens; the counter feeds it pieces
+    cut before a space, so a 250,000-token text counts 250,000."""
+    assert count_text_tokens(" x" * 250_000) == 250_000
+    assert count_text_tokens(" word" * 120_000) == 120_000  # one token each, cut between

@@ -19,6 +19,7 @@ from ...tokens import (
     count_json_tokens,
     count_tool_definition_tokens,
     per_chars,
+    scale_of,
     scale_tokens,
     token_section,
 )
@@ -304,10 +305,9 @@ def _multiplier(body: Mapping[str, Any], framing: bool) -> float:
     """The family's multiplier (documented ratios between Claude tokenizers) times the
     calibrated scale from the o200k base to Claude's own count (1 in the bare count)."""
     try:
-        family = get_model(str(body.get("model", ""))).token_multiplier
+        return scale_of(get_model(str(body.get("model", ""))), framing)
     except UnknownModel:
-        family = 1.0
-    return family * float(token_section("anthropic", framing)["text_scale"])
+        return float(token_section("anthropic", framing)["text_scale"])
 
 
 # Server tools: run on the provider's side, their results billed as input of the same request.

@@ -37,7 +37,6 @@ from ...emulator.server import BackgroundServer
 from ...emulator.state import EmulatorState
 from ...emulator.validation import for_model, validate_messages
 from ...llm._adapter import ProviderAdapter
-from .counting import request_overhead
 from .wire import CODE_FOR_STATUS
 
 PATH_PREFIXES = ("/model/",)
@@ -264,13 +263,11 @@ def to_messages_body(model: str, body: Any) -> dict[str, Any]:
 
 
 def converse_usage(usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
-    """A Converse `TokenUsage`: reads, writes (split by TTL in `cacheDetails`, 1h first),
-    and the per-request overhead as uncached input (`counting.request_overhead`)."""
+    """A Converse `TokenUsage`: reads, writes (split by TTL in `cacheDetails`, 1h first)."""
     writes = usage.cache_creation_input_tokens
-    overhead = request_overhead()
-    total = usage.total_input_tokens + overhead + output_tokens
+    total = usage.total_input_tokens + output_tokens
     result: dict[str, Any] = {
-        "inputTokens": usage.input_tokens + overhead,
+        "inputTokens": usage.input_tokens,
         "outputTokens": output_tokens,
         "totalTokens": total,
         "cacheReadInputTokens": usage.cache_read_input_tokens,

@@ -106,9 +106,6 @@ class _Text:
     def __call__(self, text: str) -> int:
         return count_bpe_tokens(text, self.encoding)
 
-    def json(self, value: Any) -> int:
-        return self(canonical_json(value))
-
 
 def encoding_of(model: str) -> str:
     """The byte-pair encoding `model` counts with: its catalogued `tokenizer`, or

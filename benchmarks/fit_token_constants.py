@@ -53,6 +53,7 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
             "id_chars_per_token": [1.5, 2.0, 2.5, 3.0, 4.0],
             "structured_output": [float(v) for v in range(0, 401, 10)],
             "thinking": [float(v) for v in range(0, 81, 2)],
+            "citations": [float(v) for v in range(0, 1001, 10)],
         },
     ),
     # Responses renders function tools as Chat does: its `tools` and `tool` are Chat's (the

@@ -10,6 +10,7 @@ images here are headers only, built by hand.
 from __future__ import annotations
 
 import base64
+import math
 import struct
 import zlib
 from typing import Any
@@ -500,10 +501,17 @@ def test_anthropic_framing_counts_messages_and_tool_call_ids() -> None:
         "model": MODEL,
         "messages": [user(text), {"role": "assistant", "content": [call]}, user(result)],
     }
-    ids = 2 * -(-len(str(call["id"])) // int(facts["id_chars_per_token"]))
+    rate = facts["id_chars_per_token"]
+    ids = 2 * math.ceil(len(str(call["id"])) / rate)
     extra = 3 * facts["message"] + facts["tool_use"] + facts["tool_result"] + ids
-    assert count_model_body_tokens(turn, tool_prompt=False) == (
-        count_model_body_tokens(turn, framing=False) + extra
+    billed = count_model_body_tokens(turn, tool_prompt=False)
+    bare = scale_tokens(count_model_body_tokens(turn, framing=False), text_scale(MODEL))
+    # each of the 3 blocks' texts is scaled and rounded up on its own: up to 1 token each
+    assert 0 <= billed - (bare + extra + request_tokens(turn, text_scale(MODEL))) <= 3
+    longer = "toolu_" + "y" * 84  # the ids are text: 60 more characters, in both blocks
+    call["id"] = result["tool_use_id"] = longer
+    assert count_model_body_tokens(turn, tool_prompt=False) - billed == 2 * (
+        math.ceil(90 / rate) - math.ceil(30 / rate)
     )
 
 

@@ -133,6 +133,9 @@ def test_thinking_preservation_follows_the_docs() -> None:
         "claude-opus-4-0",
         "claude-sonnet-4-0",
         "claude-3-5-haiku-latest",
+        "claude-3-opus-20240229",
+        "claude-3-sonnet-20240229",
+        "claude-3-haiku-20240307",
     }
 
 

@@ -265,7 +265,8 @@ def thinking_on(body: Mapping[str, Any]) -> bool:
 def hidden_prompt_tokens(body: Mapping[str, Any], multiplier: float = 1.0) -> int:
     """The prompt the API adds and bills for what a request asks, beyond its blocks: the
     instructions and schema of structured output (`structured_output` plus the schema's
-    JSON), and thinking's own instructions (`thinking`). Both CALIBRATED on recorded usage
+    JSON), thinking's own instructions (`thinking`) and the citing instructions of cited
+    documents (`citations`, in the model's tokens). All CALIBRATED on recorded usage
     (`catalog/tokens.json` `anthropic`); no document gives them. Billed as input on the
     request's first position, as the tool-use system prompt is."""
     facts = token_section("anthropic")
@@ -277,7 +278,32 @@ def hidden_prompt_tokens(body: Mapping[str, Any], multiplier: float = 1.0) -> in
         )
     if thinking_on(body):
         tokens += int(facts["thinking"])
+    if cites_documents(body):
+        tokens += scale_tokens(int(facts["citations"]), multiplier)
     return tokens
+
+
+def cites_documents(body: Mapping[str, Any]) -> bool:
+    """Whether any document or search result of the request (also inside a tool result) has
+    citations enabled: the API then adds its citing instructions once, whatever their
+    number."""
+
+    def cites(blocks: Any) -> bool:
+        for block in blocks if isinstance(blocks, list) else ():
+            if not isinstance(block, Mapping):
+                continue
+            cited = block.get("citations")
+            if block.get("type") in ("document", "search_result") and isinstance(cited, Mapping):
+                if cited.get("enabled") is True:
+                    return True
+            if block.get("type") == "tool_result" and cites(block.get("content")):
+                return True
+        return False
+
+    return any(
+        isinstance(message, Mapping) and cites(message.get("content"))
+        for message in body.get("messages") or ()
+    )
 
 
 def count_model_body_tokens(

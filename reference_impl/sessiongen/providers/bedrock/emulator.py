@@ -123,7 +123,8 @@ def _media_block(key: str, value: Mapping[str, Any], path: str) -> dict[str, Any
         return {"type": "image", "source": media}
     if fmt == "pdf":
         media = {"type": "base64", "media_type": "application/pdf", "data": data}
-        return {"type": "document", "source": media}
+        cited = {"citations": value["citations"]} if "citations" in value else {}
+        return {"type": "document", "source": media, **cited}
     try:
         text = base64.b64decode(data + "=" * (-len(data) % 4)).decode("utf-8", "replace")
     except binascii.Error:
@@ -256,7 +257,32 @@ def to_messages_body(model: str, body: Any) -> dict[str, Any]:
         raise _invalid(TOOL_CONFIG_MESSAGE)
     if inference.get("stopSequences"):
         out["stop_sequences"] = list(inference["stopSequences"])
+    extra = body.get("additionalModelRequestFields") or {}
+    # Claude's own settings pass through here ("Additional inference parameters that the
+    # model supports", ConverseRequest): thinking, also under Bedrock's older name
+    # `reasoning_config` (crmne/ruby_llm's recordings), runs and is billed as on Messages.
+    thinking = extra.get("thinking", extra.get("reasoning_config"))
+    if isinstance(thinking, dict):
+        out["thinking"] = dict(thinking)
+    schema = _output_schema(body.get("outputConfig"))
+    if schema is not None:
+        out["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
     return out
+
+
+def _output_schema(config: Any) -> dict[str, Any] | None:
+    """The JSON schema of Converse's structured output (`outputConfig.textFormat` of type
+    `json_schema`, the schema as a JSON string), billed as Messages' `output_config.format`;
+    an unreadable schema counts as an empty one."""
+    fmt = config.get("textFormat") if isinstance(config, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    raw = ((fmt.get("structure") or {}).get("jsonSchema") or {}).get("schema")
+    try:
+        schema = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        schema = None
+    return schema if isinstance(schema, dict) else {}
 
 
 # --- Messages -> Converse ------------------------------------------------------------------

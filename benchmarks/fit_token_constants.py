@@ -79,7 +79,8 @@ SEARCH: dict[str, tuple[tuple[str, ...], dict[str, list[float]]]] = {
                 "function_call_output",
                 "format",
             )
-        },
+        }
+        | {"encrypted_chars_per_token": [0.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0]},
     ),
     "gemini": (
         ("gemini",),
@@ -174,7 +175,12 @@ def fit(rounds: int = 2, sections: tuple[str, ...] = tuple(SEARCH)) -> dict[str,
             if section not in sections:
                 continue
             rows = [r for r in records if _group(r) in groups]
-            integers = {k: c for k, c in space.items() if all(v.is_integer() for v in c)}
+            # the count is linear in the integer constants, not in rates and scales
+            integers = {
+                k: c
+                for k, c in space.items()
+                if all(v.is_integer() for v in c) and not k.endswith(("_per_token", "scale"))
+            }
             for _ in range(rounds):
                 _fit_integers(client, rows, facts[section], integers)
                 for key, candidates in space.items():

@@ -9,6 +9,7 @@ of benchmarks/data/recordings/*.jsonl (each cites its repository, path and commi
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any
 
 import httpx2
@@ -16,7 +17,7 @@ import pytest
 from sessiongen._media_size import decode_base64_prefix, image_size
 from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.providers.anthropic.counting import count_model_body_tokens, hidden_prompt_tokens
-from sessiongen.providers.openai.counting import openai_image_tokens
+from sessiongen.providers.openai.counting import openai_image_tokens, openai_responses_positions
 from sessiongen.tokens import count_json_tokens, count_text_tokens, token_facts
 
 from tests.emulator.test_billed_tokens import png
@@ -106,6 +107,11 @@ async def _gemini(body: dict[str, Any]) -> httpx2.Response:
         # crmne/ruby_llm: one part, not a list; sublayerapp/sublayer: one content
         {"contents": [{"role": "user", "parts": {"text": "Hello."}}]},
         {"contents": {"role": "user", "parts": {"text": "Hello."}}},
+        # sublayerapp/sublayer: one tool, not a list
+        {
+            "contents": {"role": "user", "parts": {"text": "Route?"}},
+            "tools": {"functionDeclarations": [{"name": "route"}]},
+        },
         # crmne/ruby_llm: an enum name in lowercase
         {
             "contents": [{"role": "user", "parts": [{"text": "Hi."}]}],
@@ -133,3 +139,22 @@ def test_a_text_longer_than_the_encoder_takes_is_counted_in_pieces() -> None:
     cut before a space, so a 250,000-token text counts 250,000."""
     assert count_text_tokens(" x" * 250_000) == 250_000
     assert count_text_tokens(" word" * 120_000) == 120_000  # one token each, cut between
+
+
+def test_the_turns_encrypted_reasoning_is_billed_by_its_length() -> None:
+    """A stateless caller (`include: ["reasoning.encrypted_content"]`, as crmne/ruby_llm and
+    Codex send) gives the turn's reasoning back sealed: it is context again and billed (ruby_llm's
+    gpt-5-nano tool round trip: 87 tokens, then 330 with 2,212 characters of ciphertext), so it
+    is counted from its length (calibrated); an earlier turn's reasoning is dropped."""
+    rate = token_facts()["openai_responses"]["encrypted_chars_per_token"]
+    assert rate > 0
+    sealed = {"type": "reasoning", "summary": [], "encrypted_content": "g" * 2_212}
+    call = {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"}
+    ask = {"role": "user", "content": "Weather in Berlin?"}
+
+    def billed(*items: dict[str, Any]) -> int:
+        return sum(openai_responses_positions({"model": "gpt-5-nano", "input": list(items)}))
+
+    assert billed(ask, sealed, call) - billed(ask, call) == math.ceil(2_212 / rate)
+    later = {"role": "user", "content": "And in Paris?"}
+    assert billed(ask, sealed, call, later) == billed(ask, call, later)  # an earlier turn's

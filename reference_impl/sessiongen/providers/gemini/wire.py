@@ -72,10 +72,10 @@ def camel_case_body(value: Any) -> Any:
     `google-genai` spelling, `function_call`, `inline_data`, `mime_type`, `system_instruction`,
     `parameters_json_schema`, ...) in the camelCase the Gemini API documents: the API's JSON
     mapping accepts both (proto3 JSON: "parsers accept both the lowerCamelCase name and the
-    original proto field name"). Arguments, results and schemas keep their own keys. The
-    `contents` or a content's `parts` given as one value is that value listed: the API reads
-    them so (recorded: `"parts": {"text": ...}` served and billed, crmne/ruby_llm cassettes;
-    `"contents": {...}`, sublayerapp/sublayer)."""
+    original proto field name"). Arguments, results and schemas keep their own keys.
+    `contents`, a content's `parts` or `tools` given as one value is that value listed: the
+    API reads them so (recorded: `"parts": {"text": ...}` served and billed, crmne/ruby_llm cassettes;
+    `"contents": {...}` and `"tools": {"functionDeclarations": [...]}`, sublayerapp/sublayer)."""
     if isinstance(value, list):
         return [camel_case_body(item) for item in value]
     if not isinstance(value, Mapping):
@@ -83,7 +83,7 @@ def camel_case_body(value: Any) -> Any:
     out: dict[str, Any] = {}
     for key, item in value.items():
         name = _camel(key) if isinstance(key, str) and "_" in key else key
-        if name in ("contents", "parts") and isinstance(item, Mapping):
+        if name in ("contents", "parts", "tools") and isinstance(item, Mapping):
             item = [item]
         out[name] = item if name in _OPAQUE_KEYS else camel_case_body(item)
     return out

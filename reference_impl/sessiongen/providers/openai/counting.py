@@ -19,7 +19,7 @@ from typing import Any
 
 from ..._media_size import decode_base64_prefix, image_size, pdf_pages
 from ...catalog import get_model
-from ...tokens import BPE_ENCODINGS, canonical_json, count_bpe_tokens, token_section
+from ...tokens import BPE_ENCODINGS, canonical_json, count_bpe_tokens, per_chars, token_section
 
 
 def _by_prefix(table: Mapping[str, Any], model: str) -> Any:
@@ -331,7 +331,8 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
     counts its tools as `tools` entries count). Reasoning items of earlier
     turns (before the last user message) cost nothing: OpenAI drops them from context
     ("reasoning items from previous turns are discarded", OpenAI reasoning guide); the
-    current turn's count their summary text (UNCONFIRMED). Texts are exact; a message item
+    current turn's count their summary text (UNCONFIRMED) and their encrypted content
+    (calibrated on its length). Texts are exact; a message item
     is framed as a Chat message (3 plus its role), the rest is calibrated
     (`catalog/tokens.json` `openai_responses`)."""
     facts = token_section("openai_responses", framing)
@@ -373,8 +374,13 @@ def openai_responses_positions(body: Mapping[str, Any], *, framing: bool = True)
             if k < turn:
                 tokens = 0
             else:
+                # the turn's reasoning is context again; sent back encrypted (stateless
+                # callers: `include: ["reasoning.encrypted_content"]`), its size is only
+                # seen through the ciphertext's length (CALIBRATED characters a token)
                 text, _ = _openai_text(item.get("summary"))
-                tokens = count(text)
+                sealed = len(str(item.get("encrypted_content") or ""))
+                rate = float(facts["encrypted_chars_per_token"])
+                tokens = count(text) + (per_chars(sealed, rate) if rate > 0 else 0)
         else:
             text, media = _openai_text(
                 item.get("content"), count.model, int(facts["pdf_page_tokens"])

@@ -54,7 +54,6 @@ ALWAYS_FITTED = ("pydantic/pydantic-ai", "simonw/")  # the first set, fitted on 
 STAND_INS = {
     # Retired or uncatalogued Claude models: the same tokenizer family (and, where the
     # pricing page gives one, a tool-use prompt of the same size).
-    "claude-3-opus-latest": "claude-sonnet-4-5",
     "claude-3-5-sonnet-latest": "claude-sonnet-4-5",
     "us.anthropic.claude-3-7-sonnet-20250219-v1:0": "anthropic.claude-sonnet-4-20250514-v1:0",
     "gemini-3-pro-preview": "gemini-3.1-pro-preview",
@@ -83,6 +82,16 @@ def _clone_of(provider: str, model: str) -> ModelInfo | None:
     e.g. Amazon's own models on Bedrock)."""
     if provider == "bedrock" and "anthropic." not in model:
         return None
+    if provider == "bedrock":  # a Claude the Bedrock catalog lacks is the Claude API's model
+        same = model.split("anthropic.", 1)[1].rsplit("-v", 1)[0]
+        try:
+            claude = get_model(same)
+        except KeyError:
+            pass
+        else:
+            return dataclasses.replace(
+                claude, id=model, aliases=(), retired=None, provider="bedrock", one_hour_ttl=False
+            )
     for family, prefixes, template, tokenizer in CLONES:
         if family != provider or not model.startswith(prefixes):
             continue

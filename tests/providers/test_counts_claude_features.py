@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from sessiongen.catalog import get_model
+from sessiongen.catalog import get_model, override_model
 from sessiongen.emulator import EmulatorState, create_app
 from sessiongen.providers.anthropic.counting import cites_documents
 from sessiongen.tokens import scale_of, scale_tokens, token_facts
@@ -59,18 +59,13 @@ async def test_claude_3_models_bill_their_own_tool_prompt(model: str) -> None:
     auto, forced = CLAUDE_3_TOOL_PROMPTS[model]
     info = get_model(model)
     assert (info.tool_prompt_tokens("auto"), info.tool_prompt_tokens("any")) == (auto, forced)
-    bedrock = get_model(f"anthropic.{model}-v1:0")
-    assert bedrock.tool_system_prompt_tokens == info.tool_system_prompt_tokens
-    # at the wire (Bedrock's; the Claude API answers these retired ids 404): the tool
-    # prompt follows the choice, per the model's own table
-    spec = {"toolSpec": {"name": "weather", "inputSchema": {"json": {"type": "object"}}}}
-    ask = {"messages": [{"role": "user", "content": [{"text": "Weather?"}]}]}
-
-    async def billed(choice: dict[str, Any]) -> int:
-        tools = {"tools": [spec], "toolChoice": choice}
-        return await _converse(f"us.anthropic.{model}-v1:0", {**ask, "toolConfig": tools})
-
-    assert await billed({"auto": {}}) - await billed({"any": {}}) == auto - forced
+    # at the wire (as recorded traffic replays them; the API answers these retired ids 404):
+    # the tool prompt follows the choice, per the model's own table
+    ask = {"model": model, "messages": [{"role": "user", "content": "Weather?"}]}
+    with override_model(model, retired=None):
+        with_tool = await _messages({**ask, "tools": [TOOL]})
+        forced_tool = await _messages({**ask, "tools": [TOOL], "tool_choice": {"type": "any"}})
+    assert with_tool - forced_tool == auto - forced
 
 
 def _citing(model: str) -> int:

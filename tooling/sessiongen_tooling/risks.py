@@ -50,6 +50,13 @@ class NotShown:
     items: tuple[str, ...]
 
 
+def undecided_anchor(root: Path) -> str:
+    """The anchor of the contract's "Not decided here" section on the rendered contract."""
+    text = (root / CONTRACT_PATH).read_text(encoding="utf-8")
+    found = UNDECIDED_HEADING.search(text)
+    return _slug(found.group(0).removeprefix("## ").strip()) if found else ""
+
+
 def undecided(root: Path) -> list[str]:
     """The contract's "Not decided here" items, as markdown (links relative to contract/)."""
     text = (root / CONTRACT_PATH).read_text(encoding="utf-8")

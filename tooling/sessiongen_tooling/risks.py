@@ -75,7 +75,7 @@ def undecided(root: Path) -> list[str]:
 
 def _slug(heading: str) -> str:
     """The anchor Python-Markdown's toc extension gives a heading (its default slugify)."""
-    from markdown.extensions.toc import slugify
+    from markdown.extensions.toc import slugify  # type: ignore[import-untyped]
 
     return str(slugify(heading, "-"))
 
@@ -114,7 +114,8 @@ def _paragraphs(text: str) -> list[tuple[int, str, str, str]]:
     """A page's paragraphs and list items outside code blocks, each with its first line and
     the heading and anchor of the section it is in."""
     found: list[tuple[int, str, str, str]] = []
-    section, anchor, lines, first, in_code = "", "", [], 0, False
+    section, anchor, first, in_code = "", "", 0, False
+    lines: list[str] = []
     for number, line in enumerate([*text.splitlines(), ""], start=1):
         if line.lstrip().startswith("```"):
             in_code = not in_code

@@ -43,7 +43,7 @@ from mkdocs.structure.pages import Page
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
-from sessiongen_tooling import risks, traceability
+from sessiongen_tooling import risks, site_search, traceability
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEABILITY = "traceability.md"
@@ -427,11 +427,7 @@ def on_post_build(config: MkDocsConfig) -> None:
     script can load over file://, a fetch cannot); written here from the JSON index, as
     Material's `offline` plugin would, without the CDN shim that plugin adds (the stand-in
     for the worker is docs/assets/file-worker.js)."""
-    index = Path(config.site_dir) / "search" / "search_index.json"
-    if index.is_file():
-        index.with_suffix(".js").write_text(
-            "var __index = " + index.read_text(encoding="utf-8"), encoding="utf-8"
-        )
+    site_search.write_search_script(Path(config.site_dir) / "search" / "search_index.json")
 
 
 # --- the 404 page ----------------------------------------------------------------------------

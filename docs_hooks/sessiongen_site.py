@@ -5,6 +5,9 @@ traceability page, the notebooks and the test sources the traceability page link
   element with `id="sg-warm-1"` and a permalink, so a review comment can link to
   `contract.html#sg-warm-1`; every other plain-text mention of a clause id, on any page,
   links there. The contract's text is not edited: this works on the rendered HTML.
+- `risks.md` (Open risks) is generated at build time from the contract's "Not decided here",
+  what notebooks say their evidence does not show and every `UNCONFIRMED` marker of the docs
+  and the code (`sessiongen_tooling.risks`); the committed docs/risks.md only says so.
 - `traceability.md` is generated at build time from the contract, the
   `@pytest.mark.clause` markers and the notebooks, by `sessiongen_tooling.traceability` (the module
   `tests/test_contract_trace.py` uses), so the page and the trace test cannot disagree.
@@ -114,7 +117,6 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
             File.generated(config, f"{SOURCE_DIR}/{path}.html", content=_source_page(path))
         )
     files.append(File.generated(config, TRACEABILITY, content=_traceability(tests)))
-    files.append(File.generated(config, RISKS, content=_risks()))
     return files
 
 
@@ -325,6 +327,8 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
     (right on GitHub and in an editor). `docs/contract.md` includes it whole, so the include
     is done here, with those links made relative to `docs/` (the snippets extension still
     includes the evidence tables the contract itself includes)."""
+    if page.file.src_uri == RISKS:  # docs/risks.md says where the page comes from
+        return _risks()
     if page.file.src_uri != CONTRACT_PAGE:
         return markdown
 

@@ -953,7 +953,7 @@ def test_clause_anchor_traceability_and_notebook_in_browser(
     print(f"screenshots in {browser.shots}")
 
 
-WIDE_PAGES = ("contract", "benchmarks", "traces", "traceability", "warming")
+WIDE_PAGES = ("contract", "benchmarks", "traces", "traceability", "warming", "risks")
 
 
 def test_wide_pages_fit_a_1400_px_screen(request: pytest.FixtureRequest, base_url: str) -> None:

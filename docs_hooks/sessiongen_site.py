@@ -1,10 +1,13 @@
-"""MkDocs hook (mkdocs.yml `hooks:`) for the sessiongen site: clause anchors, the generated
-traceability page, the notebooks and the test sources the traceability page links to.
+"""MkDocs hook (mkdocs.yml `hooks:`) for the sessiongen site: clause anchors and their tests,
+the generated traceability and open-risks pages, the notebooks and the test sources the
+traceability page links to, search from disk.
 
 - Every clause heading of the rendered contract (`**SG-WARM-1 · Warming shape.**`) becomes an
   element with `id="sg-warm-1"` and a permalink, so a review comment can link to
   `contract.html#sg-warm-1`; every other plain-text mention of a clause id, on any page,
-  links there. The contract's text is not edited: this works on the rendered HTML.
+  links there. Under each clause, a collapsed list of the tests marked with it (each linked
+  to its line) and its traceability section. The contract's text is not edited: this works
+  on the rendered HTML.
 - `risks.md` (Open risks) is generated at build time from the contract's "Not decided here",
   what notebooks say their evidence does not show and every `UNCONFIRMED` marker of the docs
   and the code (`sessiongen_tooling.risks`); the committed docs/risks.md only says so.
@@ -23,8 +26,10 @@ traceability page, the notebooks and the test sources the traceability page link
 - A notebook's markdown links to the docs as `../docs/page.md#anchor` and to another
   notebook as `02-prep-parity.ipynb` (right in JupyterLab and on GitHub); on the rendered
   notebook page they point at `../page.html` and `02-prep-parity.html`.
-- The contract's links to notebooks (`../notebooks/…`, relative to `contract/`) point at the
-  notebook pages.
+- The contract's links to notebooks and docs pages (`../notebooks/…`, `../docs/…`, relative
+  to `contract/`) point at their pages.
+- After the build, `search/search_index.js` (the index as a script), which is what Material
+  searches on a page opened from disk (docs/assets/file-worker.js stands in for the worker).
 - MathJax and mermaid script tags that nbconvert's template adds (loaded from a CDN) are
   removed from notebook pages: the notebooks use neither, and the site loads nothing remote.
 """

@@ -1,10 +1,16 @@
-"""MkDocs hook (mkdocs.yml `hooks:`) for the sessiongen site: clause anchors, the generated
-traceability page, the notebooks and the test sources the traceability page links to.
+"""MkDocs hook (mkdocs.yml `hooks:`) for the sessiongen site: clause anchors and their tests,
+the generated traceability and open-risks pages, the notebooks and the test sources the
+traceability page links to, search from disk.
 
 - Every clause heading of the rendered contract (`**SG-WARM-1 · Warming shape.**`) becomes an
   element with `id="sg-warm-1"` and a permalink, so a review comment can link to
   `contract.html#sg-warm-1`; every other plain-text mention of a clause id, on any page,
-  links there. The contract's text is not edited: this works on the rendered HTML.
+  links there. Under each clause, a collapsed list of the tests marked with it (each linked
+  to its line) and its traceability section. The contract's text is not edited: this works
+  on the rendered HTML.
+- `risks.md` (Open risks) is generated at build time from the contract's "Not decided here",
+  what notebooks say their evidence does not show and every `UNCONFIRMED` marker of the docs
+  and the code (`sessiongen_tooling.risks`); the committed docs/risks.md only says so.
 - `traceability.md` is generated at build time from the contract, the
   `@pytest.mark.clause` markers and the notebooks, by `sessiongen_tooling.traceability` (the module
   `tests/test_contract_trace.py` uses), so the page and the trace test cannot disagree.
@@ -20,8 +26,10 @@ traceability page, the notebooks and the test sources the traceability page link
 - A notebook's markdown links to the docs as `../docs/page.md#anchor` and to another
   notebook as `02-prep-parity.ipynb` (right in JupyterLab and on GitHub); on the rendered
   notebook page they point at `../page.html` and `02-prep-parity.html`.
-- The contract's links to notebooks (`../notebooks/…`, relative to `contract/`) point at the
-  notebook pages.
+- The contract's links to notebooks and docs pages (`../notebooks/…`, `../docs/…`, relative
+  to `contract/`) point at their pages.
+- After the build, `search/search_index.js` (the index as a script), which is what Material
+  searches on a page opened from disk (docs/assets/file-worker.js stands in for the worker).
 - MathJax and mermaid script tags that nbconvert's template adds (loaded from a CDN) are
   removed from notebook pages: the notebooks use neither, and the site loads nothing remote.
 """
@@ -43,10 +51,11 @@ from mkdocs.structure.pages import Page
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
-from sessiongen_tooling import traceability
+from sessiongen_tooling import risks, site_search, traceability
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEABILITY = "traceability.md"
+RISKS = "risks.md"
 CONTRACT_PAGE = "contract.md"
 SOURCE_DIR = "source"  # test sources, as static pages, under site/source/tests/...
 NOTEBOOKS_DIR = "notebooks"
@@ -70,6 +79,7 @@ _NB_REMOTE_BLOCKS = (
 )
 
 _clauses: dict[str, traceability.Clause] = {}
+_marked: dict[str, list[traceability.MarkedTest]] = {}
 
 
 # --- config --------------------------------------------------------------------------------
@@ -94,6 +104,8 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     _clauses.clear()
     _clauses.update((c.id, c) for c in traceability.contract_clauses(ROOT))
     tests = traceability.marked_tests(ROOT)
+    _marked.clear()
+    _marked.update(tests)
     for notebook in sorted((ROOT / NOTEBOOKS_DIR).glob("*.ipynb")):
         files.append(
             File(
@@ -146,28 +158,46 @@ def _source_page(path: str) -> str:
     )
 
 
+def _test_items(tests: list[traceability.MarkedTest], base: str = "") -> str:
+    """The tests marked with a clause, as list items linking each to its line."""
+    return "".join(
+        f'<li><a href="{base}{SOURCE_DIR}/{t.path}.html#L-{t.line}"><code>{t.path}:{t.line}</code>'
+        f"</a> <code>{html.escape(t.name)}</code></li>"
+        for t in tests
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _traceability(tests: dict[str, list[traceability.MarkedTest]]) -> str:
+    """One collapsed section per clause (so the page is a list of clauses on a phone; a wide
+    screen opens them all, and a link to `#trace-sg-…` opens its own)."""
     mentions = traceability.notebook_mentions(ROOT)
-    rows = []
+    sections = []
     for clause in _clauses.values():
-        links = "<br><br>".join(
-            f"[`{t.path}:{t.line}`]({SOURCE_DIR}/{t.path}.html#L-{t.line})<br>`{t.name}`"
-            for t in tests.get(clause.id, [])
+        found = tests.get(clause.id, [])
+        notebooks = mentions.get(clause.id, [])
+        title = html.escape(clause.title or "(purpose)")
+        notebook_links = ", ".join(
+            f'<a href="{NOTEBOOKS_DIR}/{Path(name).stem}.html"><code>{name}</code></a>'
+            for name in notebooks
         )
-        notebooks = "<br>".join(
-            f"[`{name}`]({NOTEBOOKS_DIR}/{name})" for name in mentions.get(clause.id, [])
-        )
-        title = clause.title.replace("|", "\\|") or "(purpose)"
-        rows.append(
-            f"| [{clause.id}]({CONTRACT_PAGE}#{clause.anchor}){{#trace-{clause.anchor}}} "
-            f"| {title} "
-            f"| {links or '**none**'} | {notebooks} |"
+        sections.append(
+            f'<details class="sg-trace" id="trace-{clause.anchor}">'
+            f'<summary><a href="contract.html#{clause.anchor}">{clause.id}</a> {title} '
+            f'<span class="sg-trace-counts">{_plural(len(found), "test")}'
+            f"{', ' + _plural(len(notebooks), 'notebook') if notebooks else ''}</span></summary>"
+            f"<ul>{_test_items(found) or '<li><strong>no marked test</strong></li>'}</ul>"
+            + (f"<p>Notebooks: {notebook_links}</p>" if notebooks else "")
+            + "</details>"
         )
     total = sum(len(ts) for cid, ts in tests.items() if cid in _clauses)
     return "\n".join(
         [
             "---",
-            "hide: [toc]",  # the matrix needs the width; the page has no sections
+            "hide: [toc]",  # the list needs the width; the page has no sections
             "---",
             "",
             "# Traceability",
@@ -177,16 +207,118 @@ def _traceability(tests: dict[str, list[traceability.MarkedTest]]) -> str:
             "code as `tests/test_contract_trace.py` (which fails when a clause has no marked",
             "test). A test counts only by its marker; a notebook is listed when a cell mentions",
             "the clause id. Each test links to its line in a copy of the source shipped with",
-            "the site. Each row is an anchor: `traceability.html#trace-sg-tools-1`.",
+            "the site. Each clause is an anchor (`traceability.html#trace-sg-tools-1`); on a",
+            "narrow screen the clauses are collapsed: open one to see its tests.",
             "",
             f"{len(_clauses)} clauses, {total} marked tests.",
             "",
-            "| clause | title | tests (file:line, name) | notebooks |",
-            "|---|---|---|---|",
-            *rows,
+            '<div class="sg-trace-list" markdown="0">',
+            *sections,
+            "</div>",
+            _OPEN_DETAILS,
             "",
         ]
     )
+
+
+_OPEN_DETAILS = """<script>
+/* Wide screens show every clause open; a link to one clause opens it wherever it lands. */
+(() => {
+  const open = () => {
+    const wide = window.matchMedia("(min-width: 60em)").matches;
+    if (wide) document.querySelectorAll("details.sg-trace").forEach(d => { d.open = true; });
+    const target = location.hash && document.getElementById(location.hash.slice(1));
+    if (target && target.tagName === "DETAILS") target.open = true;
+  };
+  open();
+  window.addEventListener("hashchange", open);
+})();
+</script>"""
+
+
+def _inline(text: str) -> str:
+    """A quoted sentence as safe inline HTML: escaped, its `code` spans kept, its Markdown
+    links reduced to their text (a quote cut mid-markup must not open a tag)."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    parts = html.escape(text).split("`")
+    if len(parts) % 2 == 0:  # an odd number of backticks: no code spans
+        return "`".join(parts)
+    return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(parts))
+
+
+def _risks() -> str:
+    """The Open risks page: the contract's undecided items, what the notebooks say their
+    evidence does not show, and every UNCONFIRMED marker of the docs and the code, read from
+    the repository at build time (`sessiongen_tooling.risks`)."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    docs = risks.docs_markers(ROOT, pages)
+    code = risks.code_markers(ROOT)
+    shown = risks.not_shown(ROOT)
+    undecided = [
+        item.replace(f"](../{NOTEBOOKS_DIR}/", f"]({NOTEBOOKS_DIR}/").replace("](../docs/", "](")
+        for item in risks.undecided(ROOT)
+    ]
+    lines = [
+        "# Open risks",
+        "",
+        "Everything this work leaves open, on one page, generated when the site is built so it",
+        f"cannot go stale: what the [contract](contract.md#{risks.undecided_anchor(ROOT)})",
+        "does not decide,",
+        "what a notebook says its evidence does not show, and each behaviour the emulator",
+        "models without a source to confirm it (marked `" + risks.MARKER + "` where it is",
+        "written, in the docs and in the code). `tests/docs/test_site.py` counts the markers",
+        "itself and fails when this page misses one.",
+        "",
+        "## Not decided by the contract",
+        "",
+        *(f"- {item}" for item in undecided),
+        "",
+        "## What the evidence does not show",
+        "",
+    ]
+    for entry in shown:
+        lines += [
+            f"From [{entry.notebook}, {entry.section}]({NOTEBOOKS_DIR}/{entry.notebook}#"
+            f"{entry.anchor}), as its last run printed it:",
+            "",
+            *(f"- {_inline(item)}" for item in entry.items),
+            "",
+        ]
+    total = sum(m.count for m in docs)
+    lines += [
+        f"## Unconfirmed in the docs ({total})",
+        "",
+        "Each quoted where it is written, linked to its section.",
+        "",
+    ]
+    for page in pages:
+        on_page = [m for m in docs if m.path == page.relative_to(ROOT).as_posix()]
+        if not on_page:
+            continue
+        url = page.relative_to(ROOT / "docs").as_posix()
+        lines += [f"### {url} ({sum(m.count for m in on_page)})", ""]
+        lines += [
+            f'- [{html.escape(m.section or url)}]({url}#{m.anchor}): <span class="sg-risk">'
+            f"{_inline(m.text)}</span>"
+            for m in on_page
+        ]
+        lines.append("")
+    lines += [
+        f"## Unconfirmed in the code ({sum(m.count for m in code)})",
+        "",
+        "In the package's modules and catalog data (`reference_impl/`), by file and line.",
+        "",
+        '<details class="sg-risks-code"><summary>Show them</summary>',
+        "<ul>",
+        *(
+            f'<li><code>{m.path}:{m.line}</code>: <span class="sg-risk">{_inline(m.text)}</span></li>'
+            for m in code
+        ),
+        "</ul>",
+        "</details>",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 # --- pages ---------------------------------------------------------------------------------
@@ -200,12 +332,16 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
     (right on GitHub and in an editor). `docs/contract.md` includes it whole, so the include
     is done here, with those links made relative to `docs/` (the snippets extension still
     includes the evidence tables the contract itself includes)."""
+    if page.file.src_uri == RISKS:  # docs/risks.md says where the page comes from
+        return _risks()
     if page.file.src_uri != CONTRACT_PAGE:
         return markdown
 
     def include(match: re.Match[str]) -> str:
         text = (ROOT / match.group(1)).read_text(encoding="utf-8")
-        return text.replace(f"](../{NOTEBOOKS_DIR}/", f"]({NOTEBOOKS_DIR}/")
+        return text.replace(f"](../{NOTEBOOKS_DIR}/", f"]({NOTEBOOKS_DIR}/").replace(
+            "](../docs/", "]("
+        )
 
     return _SNIPPET.sub(include, markdown)
 
@@ -222,12 +358,29 @@ def on_page_content(html_text: str, page: Page, config: MkDocsConfig, files: Fil
         )
     if page.file.src_uri == CONTRACT_PAGE:
         html_text = _CLAUSE_HEADING.sub(_clause_heading, html_text)
+        html_text = _CLAUSE_PARAGRAPH.sub(_with_tests, html_text)
         if page.present_anchor_ids is not None:  # so links to #sg-… validate like any anchor
             page.present_anchor_ids |= {c.anchor for c in _clauses.values()}
         contract_url = ""
     else:
         contract_url = posixpath.relpath("contract.html", posixpath.dirname(page.file.url) or ".")
     return _link_mentions(html_text, contract_url)
+
+
+_CLAUSE_PARAGRAPH = re.compile(r'<p id="(sg-[a-z]+-\d+)" class="sg-clause">.*?</p>', re.S)
+
+
+def _with_tests(match: re.Match[str]) -> str:
+    """A clause's first paragraph, then the tests marked with it, collapsed, each linked to
+    its line, and its row of the traceability page."""
+    clause = next(c for c in _clauses.values() if c.anchor == match.group(1))
+    tests = _marked.get(clause.id, [])
+    return (
+        f'{match.group(0)}<details class="sg-clause-tests"><summary>Tested by '
+        f"{_plural(len(tests), 'test')}</summary><ul>{_test_items(tests)}</ul>"
+        f'<p><a href="{TRACEABILITY.replace(".md", ".html")}#trace-{clause.anchor}">'
+        f"{clause.id} on the traceability page</a></p></details>"
+    )
 
 
 def _clause_heading(match: re.Match[str]) -> str:
@@ -273,6 +426,17 @@ def _mention(match: re.Match[str], contract_url: str) -> str:
         return match.group(0)
     title = html.escape(clause.title or clause.id, quote=True)
     return f'<a class="sg-clause-ref" href="{contract_url}#{clause.anchor}" title="{title}">{match.group(0)}</a>'
+
+
+# --- search from disk ------------------------------------------------------------------------
+
+
+def on_post_build(config: MkDocsConfig) -> None:
+    """Opened from disk, Material reads the search index from `search/search_index.js` (a
+    script can load over file://, a fetch cannot); written here from the JSON index, as
+    Material's `offline` plugin would, without the CDN shim that plugin adds (the stand-in
+    for the worker is docs/assets/file-worker.js)."""
+    site_search.write_search_script(Path(config.site_dir) / "search" / "search_index.json")
 
 
 # --- the 404 page ----------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def one_line_usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
         main(["bench", *argv])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("sessiongen bench: error: "), err
+    assert err.count("\n") == 1 and err.startswith("sessiongen: error: "), err
     return err
 
 

@@ -108,7 +108,7 @@ def test_a_bad_port_is_a_one_line_usage_error(port: str) -> None:
     result = _cli("emulator", "--port", port)
     line = _one_line_error(result)
     assert result.returncode == 2 and result.stdout == ""
-    assert line.startswith("sessiongen emulator: error: argument --port:") and "1 to 65535" in line
+    assert line.startswith("sessiongen: error: argument --port:") and "1 to 65535" in line
 
 
 def test_a_port_in_use_is_a_one_line_bind_error() -> None:
@@ -142,7 +142,7 @@ def test_a_bad_log_capacity_is_a_one_line_usage_error(capacity: str) -> None:
     result = _cli("emulator", "--log-capacity", capacity)
     line = _one_line_error(result)
     assert result.returncode == 2 and result.stdout == ""
-    assert line.startswith("sessiongen emulator: error: argument --log-capacity:")
+    assert line.startswith("sessiongen: error: argument --log-capacity:")
 
 
 def test_the_log_capacity_reaches_the_emulator(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,8 +193,8 @@ def test_serve_refuses_a_bad_warming_policy_file(
         path.write_text(content)
     result = _cli("serve", "--warming-policy", str(path))
     line = _one_line_error(result)
-    assert result.returncode == 2
-    assert line.startswith("sessiongen serve: error: argument --warming-policy: ") and says in line
+    assert result.returncode == 1
+    assert line.startswith("sessiongen: error: --warming-policy: ") and says in line
 
 
 def test_an_unknown_option_before_the_command_names_itself() -> None:
@@ -214,3 +214,75 @@ def test_the_emulators_help_names_its_four_providers(argv: tuple[str, ...]) -> N
     text = " ".join(result.stdout.split())
     assert "Anthropic-compatible" not in text
     assert "Anthropic, OpenAI, Bedrock and Gemini" in text
+
+
+# --- one convention for every error ----------------------------------------------------------
+
+_WITHOUT_OPENAI = (
+    "import sys; sys.modules['openai'] = None  # as if installed without the providers extra\n"
+    "from sessiongen.cli import main\n"
+    "raise SystemExit(main(sys.argv[1:]))\n"
+)
+
+
+def test_demo_without_the_providers_extra_is_a_one_line_error_naming_it() -> None:
+    """Installed without extras, `demo --provider openai` says which extra to install, in one
+    line on stderr (exit 1, nothing on stdout), not with a traceback."""
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_OPENAI, "demo", "--provider", "openai"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = _one_line_error(result)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert line.startswith("sessiongen: error: ") and "'openai' package" in line, line
+    assert 'pip install "sessiongen[providers]"' in line, line
+
+
+def test_a_missing_sdk_is_the_typed_missing_extra_error() -> None:
+    """What the CLI prints is the message of `sessiongen.errors.MissingExtra`, which is also
+    an ImportError (code that guards an optional import keeps working)."""
+    from sessiongen.errors import MissingExtra
+    from sessiongen.llm._adapter import require
+
+    with pytest.raises(MissingExtra, match=r"needs the 'no_such_sdk' package") as raised:
+        require("no_such_sdk", "no_such_sdk", "SomeClient")
+    assert isinstance(raised.value, ImportError) and raised.value.name == "no_such_sdk"
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        (("serve", "--port", "0"), 2),  # a bad value
+        (("emulator", "--host", "0.0.0.0"), 2),  # a public bind without a token
+        (("emulator", "--port", "9", "probe", "--provider", "anthropic"), 2),  # do not go together
+        (("--bogus",), 2),  # before the command
+        (("serve", "--db", ":memory:", "--warming-policy", "/no/such/policy.json"), 1),
+        (("emulator", "probe", "--provider", "anthropic", "--base-url", "http://127.0.0.1:9"), 1),
+    ],
+)
+def test_every_error_is_one_line_with_one_prefix_and_the_documented_status(
+    args: tuple[str, ...], status: int
+) -> None:
+    """The convention of `sessiongen.cli` (USAGE_ERROR, RUNTIME_ERROR, ERROR_PREFIX) as a
+    user meets it: the command line is wrong, 2; the command could not do its job, 1; the
+    same prefix either way, and a usage error names the --help to read."""
+    from sessiongen.cli import ERROR_PREFIX, RUNTIME_ERROR, USAGE_ERROR
+
+    result = _cli(*args)
+    line = _one_line_error(result)
+    assert result.returncode == status, (result.returncode, line)
+    assert line.startswith(ERROR_PREFIX), line
+    assert (status == USAGE_ERROR) == line.endswith(" --help)"), line
+    assert {USAGE_ERROR, RUNTIME_ERROR} == {2, 1}
+
+
+def test_the_errors_page_states_the_cli_convention() -> None:
+    """docs/errors.md says what the constants say: the prefix and both statuses."""
+    from sessiongen.cli import ERROR_PREFIX, RUNTIME_ERROR, USAGE_ERROR
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text("utf-8")
+    section = page.split("## The sessiongen command", 1)[1].split("\n## ", 1)[0]
+    assert f"`{ERROR_PREFIX.strip()}`" in section
+    assert f"| {USAGE_ERROR} |" in section and f"| {RUNTIME_ERROR} |" in section

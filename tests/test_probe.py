@@ -362,7 +362,7 @@ def test_bad_options_are_usage_errors_before_any_work(args: tuple[str, ...], opt
     result = _probe("--provider", "openai", *args)
     line = _one_line_error(result)
     assert result.returncode == 2 and result.stdout == ""
-    assert line.startswith(f"sessiongen emulator probe: error: argument {option}:")
+    assert line.startswith(f"sessiongen: error: argument {option}:")
 
 
 def test_the_serving_options_are_refused_with_probe() -> None:
@@ -375,7 +375,7 @@ def test_the_serving_options_are_refused_with_probe() -> None:
     )
     line = _one_line_error(result)
     assert result.returncode == 2
-    assert line.startswith("sessiongen emulator: error: argument --port: serves an emulator")
+    assert line.startswith("sessiongen: error: argument --port: serves an emulator")
 
 
 @pytest.mark.parametrize("url", ["ftp://example.com", "example.com", "http://", "http://h:99999"])
@@ -383,7 +383,7 @@ def test_a_bad_url_is_a_usage_error(url: str) -> None:
     result = _probe("--provider", "openai", "--base-url", url)
     line = _one_line_error(result)
     assert result.returncode == 2 and result.stdout == ""
-    assert line.startswith("sessiongen emulator probe: error: argument --base-url:")
+    assert line.startswith("sessiongen: error: argument --base-url:")
 
 
 def test_a_refused_connection_is_one_line() -> None:

@@ -74,10 +74,13 @@ def format_table(rows: list[Row]) -> str:
 
 
 async def print_demo(provider: str = "anthropic") -> None:
+    """Run the demo, then print it; a failure (a provider SDK not installed: `MissingExtra`)
+    is raised before anything is printed."""
     entry = PROVIDERS[provider]
+    rows = await run_demo(provider=provider)
     print(
         f"sessiongen demo: {provider} ({entry.lab_model}) via the official "
         f"{entry.sdk_label} -> embedded emulator (virtual clock), SQLite"
     )
-    print(format_table(await run_demo(provider=provider)))
+    print(format_table(rows))
     print(entry.cache_note)

@@ -22,6 +22,7 @@ from ._bind import SERVER_TOKEN_ENV as TOKEN_ENV
 from ._choices import PROVIDERS as DEMO_PROVIDERS
 from ._choices import SERVE_PROVIDERS as PROVIDERS
 from ._choices import TRACE_FORMATS as FORMATS
+from .errors import SessiongenError
 
 if TYPE_CHECKING:
     from .lab import Provider as LabProvider
@@ -34,11 +35,31 @@ PORTS = range(1, 65536)
 MAX_SESSIONS = 100_000
 
 
+USAGE_ERROR = 2
+"""The exit status when the command line is wrong: an unknown option, a bad value, options
+that do not go together, a public bind without a token. Nothing was done."""
+RUNTIME_ERROR = 1
+"""The exit status when the command could not do its job: a file it cannot read or parse, a
+port in use, a store it cannot open, a provider fault, an optional extra not installed."""
+ERROR_PREFIX = "sessiongen: error: "
+"""How every error line on stderr begins, whatever the command and the exit status (a usage
+error ends by naming the command's --help). Ctrl-C is `sessiongen: interrupted`, exit 130."""
+
+
+class _UsageError(Exception):
+    """A command-line mistake found by a parser (`_Parser.error`), reported by `main`."""
+
+    def __init__(self, message: str, prog: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line on stderr (exit 2), so they read as errors, not as help."""
+    """Usage errors as one line on stderr (exit 2, by `main`), so they read as errors, not as
+    help."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        raise _UsageError(message, self.prog)
 
 
 def _tooling(module: str) -> ModuleType | None:
@@ -188,11 +209,25 @@ def directory(text: str) -> Path:
 
 def _error(message: str) -> int:
     """A one-line runtime error (a bad file, not a bad argument): exit status 1."""
-    print(f"sessiongen: error: {message}", file=sys.stderr)
-    return 1
+    print(ERROR_PREFIX + message, file=sys.stderr)
+    return RUNTIME_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command and return its exit status. The one place errors become exit statuses
+    (USAGE_ERROR, RUNTIME_ERROR) and one line on stderr (ERROR_PREFIX): a usage error exits
+    (SystemExit, as argparse does), any other sessiongen error is returned as 1, with its
+    message and no traceback."""
+    try:
+        return _run(argv)
+    except _UsageError as error:
+        print(f"{ERROR_PREFIX}{error} (see {error.prog} --help)", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR) from None
+    except SessiongenError as error:
+        return _error(str(error))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = _Parser(prog="sessiongen", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('sessiongen')}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -530,13 +565,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     args = parser.parse_args(argv)
     if args.command in ("bench", "workbench") and _tooling(args.command) is None:
-        print(
-            f"sessiongen {args.command}: runs on a checkout of the sessiongen repository, where "
+        return _error(
+            f"sessiongen {args.command} runs on a checkout of the sessiongen repository, where "
             "`uv sync` installs its tooling (the sessiongen_tooling package, not part of the "
-            f"sessiongen wheel); in a checkout, run `uv run sessiongen {args.command}`",
-            file=sys.stderr,
+            f"sessiongen wheel); in a checkout, run `uv run sessiongen {args.command}`"
         )
-        return 2
     if args.command == "bench":
         _bench = _tooling("bench")
         assert _bench is not None
@@ -715,8 +748,7 @@ def _emulator(
         parser.error(str(exc))
     except OSError as exc:  # serve checks the address before it serves, so this is binding
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        print(f"sessiongen: error: cannot bind {address}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return _error(f"cannot bind {address}: {exc.strerror or exc}")
     return 0
 
 
@@ -730,9 +762,9 @@ def _serve(
     workspace: Path | None,
     warming_policy: Path | None = None,
 ) -> int:
-    """`sessiongen serve`: refuse an unprotected public bind or an unreadable policy file
-    (exit 2) before anything else, then serve until interrupted; a port in use or an
-    unopenable store is exit 1."""
+    """`sessiongen serve`: refuse an unprotected public bind (exit 2) before anything else,
+    then serve until interrupted; an unreadable policy file, a port in use or an unopenable
+    store is exit 1."""
     # startup: the command line loads only what the command it runs needs
     import sqlite3
 
@@ -751,9 +783,9 @@ def _serve(
         try:
             policy = FromPolicy(load_policy(warming_policy))
         except PolicyFileError as exc:
-            parser.error(f"argument --warming-policy: {exc}")
+            return _error(f"--warming-policy: {exc}")
         except OSError as exc:
-            parser.error(f"argument --warming-policy: {exc.filename}: {exc.strerror}")
+            return _error(f"--warming-policy: {exc.filename}: {exc.strerror}")
     try:
         serve(
             host,

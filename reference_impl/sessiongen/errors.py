@@ -22,6 +22,7 @@ and nowhere else::
     ├── SessionBusy                       409  another process is draining the session
     ├── ContextOverflow                   413  the snapshot cannot fit the context window
     ├── InsufficientStorage               507  the store's disk is full (or the store read-only)
+    ├── MissingExtra                      500  an optional dependency is not installed
     ├── ToolError                         (recorded in the transcript as a tool error)
     │   ├── UnknownTool
     │   ├── InvalidToolArguments
@@ -313,6 +314,15 @@ class InsufficientStorage(SessiongenError):
 
     problem_status = 507
     problem = "insufficient-storage"
+
+
+class MissingExtra(SessiongenError, ImportError):
+    """An optional dependency is not installed: the message names the package, what needs it
+    and the extra that installs it (`pip install "sessiongen[providers]"`). Also an
+    `ImportError`, so code that guards an optional import catches it as before."""
+
+    problem_status = 500
+    problem = "missing-extra"
 
 
 class ToolError(SessiongenError):

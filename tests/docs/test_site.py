@@ -164,30 +164,95 @@ def test_contract_has_an_anchor_per_clause(site: BuiltSite) -> None:
     assert 'href="contract.html#sg-inv-1"' in warming, "a mention on another page is not linked"
 
 
+def _trace_sections(text: str) -> dict[str, str]:
+    """anchor of a clause -> its section of the traceability page."""
+    return dict(
+        re.findall(
+            r'<details class="sg-trace" id="trace-(sg-[a-z]+-\d+)">(.*?)</details>', text, re.S
+        )
+    )
+
+
 def test_traceability_page_lists_every_clause_with_its_tests(site: BuiltSite) -> None:
-    """The generated traceability page has one row per contract clause, each with at least
-    one test link to a line of the test's source (shipped with the site), and each link
-    lands on the line of a test's `def`."""
+    """The generated traceability page has one section per contract clause, linking the
+    clause and each test marked with it to a line of the test's source (shipped with the
+    site), and each link lands on the line of a test's `def`."""
+    from sessiongen_tooling import traceability
+
     text = (site.root / "traceability.html").read_text(encoding="utf-8")
-    rows = re.findall(r"<tr>(.*?)</tr>", text, re.S)
-    by_clause = {}
-    for row in rows:
-        found = re.search(r'href="contract\.html#(sg-[a-z]+-\d+)"', row)
-        if found:
-            by_clause[found.group(1)] = row
-    missing = [c.id for c in _clauses() if c.id.lower() not in by_clause]
+    sections = _trace_sections(text)
+    marked = traceability.marked_tests(ROOT)
+    missing = [c.id for c in _clauses() if c.anchor not in sections]
     assert not missing, f"clauses missing from the traceability page: {missing}"
     for clause in _clauses():
-        links = re.findall(
-            r'href="source/(tests/[^"#]+\.py)\.html#L-(\d+)"', by_clause[clause.id.lower()]
-        )
+        section = sections[clause.anchor]
+        assert f'href="contract.html#{clause.anchor}"' in section, clause.id
+        links = re.findall(r'href="source/(tests/[^"#]+\.py)\.html#L-(\d+)"', section)
         assert links, f"{clause.id}: no test link with a line number"
+        assert {(p, int(n)) for p, n in links} == {(t.path, t.line) for t in marked[clause.id]}
         for path, line in links:
             source = (ROOT / path).read_text(encoding="utf-8").splitlines()
             assert re.search(r"def test", source[int(line) - 1]), (clause.id, path, line)
             page = site.root / "source" / f"{path}.html"
             assert f'id="L-{line}"' in page.read_text(encoding="utf-8"), (path, line)
-    assert 'href="notebooks/03-cache-ttl-warming.html"' in by_clause["sg-keep-1"]
+    assert 'href="notebooks/03-cache-ttl-warming.html"' in sections["sg-keep-1"]
+
+
+def test_each_clause_on_the_contract_links_the_tests_that_prove_it(site: BuiltSite) -> None:
+    """Under each clause of the rendered contract, the tests marked with it, each a link to
+    its line, and a link to the clause's section of the traceability page: generated from
+    the markers, so the contract page and the trace test cannot disagree."""
+    from sessiongen_tooling import traceability
+
+    text = (site.root / "contract.html").read_text(encoding="utf-8")
+    marked = traceability.marked_tests(ROOT)
+    for clause in _clauses():
+        found = re.search(
+            rf'<p id="{clause.anchor}" class="sg-clause">.*?</p>'
+            r'<details class="sg-clause-tests">(.*?)</details>',
+            text,
+            re.S,
+        )
+        assert found, f"{clause.id}: no tests under the clause"
+        links = re.findall(r'href="source/(tests/[^"#]+\.py)\.html#L-(\d+)"', found.group(1))
+        assert {(p, int(n)) for p, n in links} == {(t.path, t.line) for t in marked[clause.id]}
+        assert f'href="traceability.html#trace-{clause.anchor}"' in found.group(1), clause.id
+
+
+def _marker_count(paths: list[Path]) -> int:
+    return sum(p.read_text(encoding="utf-8").count("UNCONFIRMED") for p in paths)
+
+
+def test_open_risks_page_collects_every_marker_and_undecided_item(site: BuiltSite) -> None:
+    """One page of open risks, counted here independently of the code that writes it: every
+    `UNCONFIRMED` of the docs and of the package quoted once, each docs one linked to a
+    section that exists; every item of the contract's "Not decided here"; what notebook 03
+    says its evidence does not show. The contract and each page with a marker link to it."""
+    text = (site.root / "risks.html").read_text(encoding="utf-8")
+    quoted = "".join(re.findall(r"<li>(.*?)</li>", text, re.S))
+    docs = sorted(DOCS.rglob("*.md"))
+    code = [
+        p
+        for p in sorted((ROOT / "reference_impl").rglob("*"))
+        if p.suffix in (".py", ".json") and p.is_file()
+    ]
+    expected = _marker_count(docs) + _marker_count(code)
+    assert expected > 50
+    assert quoted.count("UNCONFIRMED") == expected, (quoted.count("UNCONFIRMED"), expected)
+    for page, anchor in set(re.findall(r'href="([\w/-]+\.html)#([\w-]+)"', text)):
+        target = (site.root / page).read_text(encoding="utf-8")
+        assert f'id="{anchor}"' in target, f"risks.html links {page}#{anchor}, which is not there"
+    contract = (ROOT / "contract" / "session-generate.md").read_text(encoding="utf-8")
+    undecided = contract.split("Not decided here", 1)[1].split("\n## ", 1)[0]
+    items = re.findall(r"^- ", undecided, re.M)
+    section = text.split('id="not-decided-by-the-contract"', 1)[1].split("<h2", 1)[0]
+    assert len(items) >= 3 and section.count("<li>") == len(items)
+    assert 'href="notebooks/03-cache-ttl-warming.html#' in text
+    assert 'href="risks.html"' in (site.root / "contract.html").read_text(encoding="utf-8")
+    for page in docs:
+        if "UNCONFIRMED" in page.read_text(encoding="utf-8"):
+            built = site.root / page.relative_to(DOCS).with_suffix(".html")
+            assert 'risks.html"' in built.read_text(encoding="utf-8"), f"{page.name}: no link"
 
 
 def test_notebooks_are_rendered_with_their_outputs(site: BuiltSite) -> None:
@@ -265,25 +330,112 @@ def test_each_question_has_a_one_line_answer_naming_its_clauses() -> None:
         assert named and set(named) <= known, f"{answers[0]}: unknown {set(named) - known}"
 
 
-def test_the_contract_opens_with_the_six_decisions_on_one_screen() -> None:
-    """The seed's six questions, one table row each, before the first clause, each naming
-    clauses that exist; every clause of its kind is
-    covered by the failure and warming rows (a new SG-KEEP-5 must join its row)."""
+def test_the_contract_opens_with_every_decision_on_one_screen() -> None:
+    """One table row per question of docs/questions.md, in its order, before the first
+    clause, each naming clauses that exist, among them every clause the question's answer
+    names; every clause of its kind is covered by the failure and warming rows (a new
+    SG-KEEP-5 must join its row)."""
     known = {c.id for c in _clauses()}
     text = (ROOT / "contract" / "session-generate.md").read_text(encoding="utf-8")
     glance = text.split("## At a glance", 1)[1].split("\n## ", 1)[0]
     assert text.index("## At a glance") < text.index("**SG-")
     rows = [r for r in glance.splitlines() if re.match(r"\| \d\. ", r)]
-    assert len(rows) == 6 == len(DECISIONS) - 2  # the seventh and eighth questions are ours
+    questions = (ROOT / "docs" / "questions.md").read_text(encoding="utf-8")
+    sections = re.split(r"^## (\d+)\. ", questions, flags=re.M)[1:]
+    answers = {
+        int(number): next(line for line in body.splitlines() if line.startswith("**Answer:**"))
+        for number, body in zip(sections[::2], sections[1::2], strict=True)
+    }
+    assert len(rows) == len(answers) == len(DECISIONS), (len(rows), len(answers))
     named: set[str] = set()
-    for row in rows:
-        ids = _clause_ids(row.rsplit("|", 2)[-2])
-        assert ids and set(ids) <= known, f"{row}: unknown {set(ids) - known}"
-        named |= set(ids)
-    for kind in ("FAIL", "KEEP"):  # the rows that claim a whole kind of clause
+    for number, row in enumerate(rows, start=1):
+        assert row.startswith(f"| {number}. "), row
+        ids = set(_clause_ids(row.rsplit("|", 2)[-2]))
+        assert ids and ids <= known, f"{row}: unknown {ids - known}"
+        answered = set(_clause_ids(answers[number]))
+        assert answered <= ids, f"question {number}: the answer names {answered - ids} too"
+        named |= ids
+    for kind in ("FAIL", "KEEP", "REPLAY", "AGENTS"):  # the rows that claim a whole kind
         missing = {c for c in known if c.startswith(f"SG-{kind}-")} - named
         assert not missing, f"the {kind} row leaves out {sorted(missing)}"
+    spelt = ("zero one two three four five six seven eight nine ten").split()[len(rows)]
+    assert f"## At a glance: the {spelt} decisions" in text, "the heading miscounts the rows"
     assert len(glance.splitlines()) <= 20, "no longer one screen"
+
+
+PROPER_NAMES = frozenset(
+    {
+        "Anthropic", "Bedrock", "Chat", "Claude", "Code", "Codex", "Completions", "Converse",
+        "Errors", "Gemini", "Messages", "Mooncake", "OpenAI", "Python", "Responses", "Tracking",
+        "Learned", "Cloudflare", "Google", "AWS",
+    }
+)  # fmt: skip
+"""Capitalised words the contract may use mid-sentence without defining them: providers,
+their APIs, clients, data sets, and class names said in words."""
+
+
+def test_the_contract_defines_its_own_words() -> None:
+    """A word the contract capitalises mid-sentence is one of its terms (Step, Session,
+    Drain...) and has a row under Terms, unless it is a proper name; every term is used."""
+    text = (ROOT / "contract" / "session-generate.md").read_text(encoding="utf-8")
+    terms_section = text.split("## Terms", 1)[1].split("\n## ", 1)[0]
+    terms = {
+        word.strip().lower() for row in _table_rows(terms_section)[1:] for word in row[0].split(",")
+    }
+    prose = re.sub(r"```.*?```|`[^`]*`|\]\([^)]*\)|--8<-- \"[^\"]*\"", "", text, flags=re.S)
+    prose = prose.replace(terms_section, "")
+    used = {m.group(1) for m in re.finditer(r"(?<=[a-z,;:(] )([A-Z][a-z]+)\b", prose)}
+    undefined = sorted(
+        w
+        for w in used
+        if w not in PROPER_NAMES
+        and w.lower().removesuffix("s") not in terms
+        and w.lower() not in terms
+    )
+    assert "step" in terms and "session" in terms
+    assert not undefined, f"define these under Terms (or add a proper name): {undefined}"
+    unused = sorted(t for t in terms if t not in prose.lower())
+    assert not unused, f"terms the contract never uses: {unused}"
+
+
+def test_the_contract_has_a_version_and_a_changelog() -> None:
+    """The version the contract states at its top is its changelog's newest entry; entries
+    go newest first, versions and dates both descending."""
+    text = (ROOT / "contract" / "session-generate.md").read_text(encoding="utf-8")
+    stated = re.search(r"^Version \*\*(\d+\.\d+)\*\* \((\d{4}-\d\d-\d\d)\)", text, re.M)
+    assert stated, "no `Version **X.Y** (YYYY-MM-DD)` line"
+    log = text.split("\n## Changelog", 1)[1]
+    entries = re.findall(r"^- \*\*(\d+)\.(\d+)\*\* \((\d{4}-\d\d-\d\d)\):", log, re.M)
+    assert len(entries) >= 2
+    assert (f"{entries[0][0]}.{entries[0][1]}", entries[0][2]) == stated.groups()
+    versions = [(int(a), int(b)) for a, b, _ in entries]
+    assert versions == sorted(versions, reverse=True) and len(set(versions)) == len(versions)
+    dates = [d for _, _, d in entries]
+    assert dates == sorted(dates, reverse=True)
+
+
+DECISION_STATUSES = ("proposed", "accepted", "superseded")
+
+
+def test_each_decision_record_has_a_status_and_a_date() -> None:
+    """Under its question, each decision record states its status and the date it was
+    decided (and last revised, when it was): `**Status:** accepted · **Decided:** ...`."""
+    import datetime
+
+    for name in DECISIONS:
+        text = (DOCS / "decisions" / f"{name}.md").read_text(encoding="utf-8")
+        found = re.search(
+            r"^\*\*Status:\*\* (\w+)(?: \([^)]*\))? · \*\*Decided:\*\* (\d{4}-\d\d-\d\d)"
+            r"(?: · \*\*Revised:\*\* (\d{4}-\d\d-\d\d))?\.?$",
+            text,
+            re.M,
+        )
+        assert found, f"{name}: no status line"
+        assert found.group(1) in DECISION_STATUSES, (name, found.group(1))
+        decided = datetime.date.fromisoformat(found.group(2))
+        revised = datetime.date.fromisoformat(found.group(3) or found.group(2))
+        assert decided <= revised <= datetime.date.today(), name
+        assert text.index("**Status:**") < text.index("## Options"), f"{name}: status too low"
 
 
 def test_notebooks_open_with_the_question_and_end_with_the_answer() -> None:
@@ -478,7 +630,8 @@ def test_errors_page_lists_every_problem_type() -> None:
     from sessiongen import errors
 
     text = (DOCS / "errors.md").read_text(encoding="utf-8")
-    rows = {r[0].strip("`"): r for r in _table_rows(text) if len(r) == 3}
+    problem_types = text.split("## Problem types", 1)[1].split("\n## ", 1)[0]
+    rows = {r[0].strip("`"): r for r in _table_rows(problem_types) if len(r) == 3}
     with_problem = {
         name: obj
         for name, obj in vars(errors).items()
@@ -771,10 +924,10 @@ def test_clause_anchor_traceability_and_notebook_in_browser(
 
         page.goto(base_url + "/traceability.html", wait_until="load")
         expect(page).to_have_title("Traceability - sessiongen")
-        rows = page.locator("article table tbody tr")
+        rows = page.locator("article details.sg-trace")
         expect(rows).to_have_count(len(_clauses()))
-        row = rows.filter(has_text="SG-WARM-1")
-        expect(row.locator('a[href*=".py.html#L-"]').first).to_be_visible()
+        row = page.locator("#trace-sg-warm-1")
+        expect(row.locator('a[href*=".py.html#L-"]').first).to_be_visible()  # open when wide
         page.screenshot(path=browser.shots / "traceability.png", full_page=True)
         row.locator('a[href*=".py.html#L-"]').first.click()
         expect(page).to_have_url(re.compile(r"/source/tests/.+\.py\.html#L-\d+$"))
@@ -800,7 +953,7 @@ def test_clause_anchor_traceability_and_notebook_in_browser(
     print(f"screenshots in {browser.shots}")
 
 
-WIDE_PAGES = ("contract", "benchmarks", "traces", "traceability", "warming")
+WIDE_PAGES = ("contract", "benchmarks", "traces", "traceability", "warming", "risks")
 
 
 def test_wide_pages_fit_a_1400_px_screen(request: pytest.FixtureRequest, base_url: str) -> None:
@@ -843,6 +996,90 @@ def test_wide_pages_fit_a_1400_px_screen(request: pytest.FixtureRequest, base_ur
         page.screenshot(path=browser.shots / "contract-1400.png")
     finally:
         page.close()
+
+
+def test_notebook_tables_fit_a_1400_px_screen(
+    request: pytest.FixtureRequest, base_url: str
+) -> None:
+    """At 1400 px every table a notebook printed (notebook 06's per-request calibration
+    DataFrame the widest) fits its output box whole: nothing is cut or hidden behind a
+    scroll."""
+    browser: Browser = request.getfixturevalue("browser")
+    page = browser.context.new_page()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+            page.goto(f"{base_url}/notebooks/{notebook.stem}.html", wait_until="load")
+            wide = page.evaluate(
+                """() => [...document.querySelectorAll('article .jp-OutputArea-output table')]
+                  .map(t => [t.scrollWidth, t.closest('.jp-OutputArea-output').clientWidth,
+                             t.innerText.slice(0, 60)])
+                  .filter(([table, box]) => table > box + 1)"""
+            )
+            assert not wide, f"{notebook.name}: tables wider than their output box: {wide}"
+        page.goto(f"{base_url}/notebooks/06-replay-fidelity.html", wait_until="load")
+        page.screenshot(path=browser.shots / "notebook-06-1400.png", full_page=True)
+    finally:
+        page.close()
+
+
+PHONE = {"width": 390, "height": 844}
+PHONE_PAGE_HEIGHT = 6_000
+"""How tall the traceability page may be on a phone (it was 47,000 px as a table)."""
+
+
+def test_traceability_on_a_phone_is_a_list_of_clauses(
+    request: pytest.FixtureRequest, base_url: str
+) -> None:
+    """On a phone the traceability page is one collapsed line or two per clause, no taller
+    than PHONE_PAGE_HEIGHT, and does not scroll sideways; a link to one clause's section
+    opens that section, with its tests."""
+    from playwright.sync_api import expect
+
+    browser: Browser = request.getfixturevalue("browser")
+    page = browser.context.new_page()
+    page.set_viewport_size(PHONE)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page.goto(f"{base_url}/traceability.html", wait_until="load")
+        height = page.evaluate("document.documentElement.scrollHeight")
+        sideways = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert height <= PHONE_PAGE_HEIGHT, f"traceability is {height} px tall on a phone"
+        assert sideways <= 0, f"traceability scrolls sideways by {sideways} px on a phone"
+        page.screenshot(path=browser.shots / "traceability-phone.png", full_page=True)
+        page.goto(f"{base_url}/traceability.html#trace-sg-keep-2", wait_until="load")
+        section = page.locator("#trace-sg-keep-2")
+        expect(section).to_have_attribute("open", "")
+        expect(section.locator('a[href*=".py.html#L-"]').first).to_be_visible()
+        expect(page.locator("#trace-sg-keep-1 a[href*='.py.html#L-']").first).to_be_hidden()
+    finally:
+        page.close()
+
+
+def test_search_works_from_disk(request: pytest.FixtureRequest, site: BuiltSite) -> None:
+    """Opened as files (file://), where a browser starts no Web Worker for the page: search
+    still finds pages (the index as search/search_index.js, docs/assets/file-worker.js for
+    the worker), and no request leaves the machine."""
+    from playwright.sync_api import expect
+
+    browser: Browser = request.getfixturevalue("browser")
+    first_request, first_error = len(browser.requests), len(browser.errors)
+    page = _open(browser, (site.root / "decisions" / "warming.html").as_uri())
+    try:
+        search = page.locator("input.md-search__input")
+        search.click()
+        search.press_sequentially("problem")
+        result = page.locator(".md-search-result__item").first
+        expect(result).to_be_visible()
+        result.locator("a").first.click()
+        assert page.url.startswith((site.root).as_uri() + "/"), page.url
+        page.screenshot(path=browser.shots / "search-from-disk.png")
+    finally:
+        page.close()
+    external = [u for u in browser.requests[first_request:] if not _is_local(u)]
+    assert not external, f"pages asked for non-loopback hosts: {external}"
+    assert not browser.errors[first_error:], f"browser errors: {browser.errors[first_error:]}"
 
 
 def test_the_404_page_links_relatively(site: BuiltSite) -> None:

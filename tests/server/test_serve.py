@@ -40,7 +40,7 @@ def test_a_public_bind_without_a_token_is_refused_before_binding(
     assert exited.value.code == 2
     out, err = capsys.readouterr()
     line = _one_line(err)
-    assert out == "" and line.startswith("sessiongen serve: error: refusing to bind")
+    assert out == "" and line.startswith("sessiongen: error: refusing to bind")
     assert "SESSIONGEN_TOKEN" in line
 
 

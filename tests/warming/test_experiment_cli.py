@@ -289,7 +289,7 @@ def test_bad_arguments_are_one_line_usage_errors(
         main(["experiment", "warming", *args, "--out", str(tmp_path / "out")])
     line = _one_line_error(capsys)
     assert exit.value.code == 2
-    assert line.startswith("sessiongen experiment warming: error: ") and says in line, line
+    assert line.startswith("sessiongen: error: ") and says in line, line
 
 
 def test_an_out_path_that_is_a_file_is_a_one_line_error(

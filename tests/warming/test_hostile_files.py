@@ -193,8 +193,8 @@ def test_serve_refuses_a_bad_policy_in_one_line(case: str, tmp_path: Path) -> No
     path.write_bytes(_policy_bytes(case))
     result = _cli("serve", "--db", ":memory:", "--warming-policy", str(path))
     assert "Traceback" not in result.stderr, result.stderr
-    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert result.stderr.startswith("sessiongen serve: error: argument --warming-policy: ")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("sessiongen: error: --warming-policy: ")
     _tried["commands"] = _tried.get("commands", 0) + 1
 
 

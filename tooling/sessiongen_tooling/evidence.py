@@ -533,6 +533,31 @@ def tools_policy_decision_table(decisions: list[ProviderDecision]) -> str:
     return "\n".join(lines) + "\n"
 
 
+THIN_REQUESTS = 100
+THIN_SESSIONS = 5
+"""Thin evidence, defined once: a figure that rests on fewer requests or fewer sessions than
+these is marked `THIN_MARK` where the tables show it, and the table says what the mark means
+(`THIN_LEGEND`). A reader takes such a figure as an example, not as a measurement."""
+THIN_MARK = "⚠ thin"
+THIN_LEGEND = (
+    f"{THIN_MARK}: rests on fewer than {THIN_REQUESTS} requests or {THIN_SESSIONS} sessions; "
+    "an example, not a measurement."
+)
+
+
+def thin(requests: int, sessions: int) -> str:
+    """` ⚠ thin` after a figure resting on `requests` requests of `sessions` sessions, when
+    either is under its threshold; "" otherwise."""
+    return f" {THIN_MARK}" if requests < THIN_REQUESTS or sessions < THIN_SESSIONS else ""
+
+
+def _with_legend(lines: list[str]) -> str:
+    """A table's lines, then the thin-evidence legend when a line carries the mark."""
+    if any(THIN_MARK in line for line in lines):
+        lines = [*lines, "", THIN_LEGEND]
+    return "\n".join(lines) + "\n"
+
+
 GENERATED_SESSIONS = 30
 """Sessions of the generated trace (seed 1) in the warming tables: the optimum's cost grows
 with each session's tool loop, and 30 keeps the table a few seconds' work."""
@@ -547,7 +572,10 @@ def warming_policy_table(traces: list[Trace]) -> str:
     cost as a ratio to the offline optimum (`warming.study.report.compare_policies`), then blind
     5m pings every N seconds for 30 minutes after each request (`sweep_intervals`)."""
     tables = [compare_policies(trace) for trace in traces]
-    head = " | ".join(f"{t.trace} ({t.requests:,} requests)" for t in tables)
+    head = " | ".join(
+        f"{t.trace} ({t.requests:,} requests){thin(t.requests, len(trace.sessions()))}"
+        for t, trace in zip(tables, traces, strict=True)
+    )
     rule = "|---|" + "---|" * len(tables)
     lines = [f"| policy | online | {head} |", "|---" + rule]
     for row in tables[0].rows:
@@ -567,7 +595,7 @@ def warming_policy_table(traces: list[Trace]) -> str:
     for k, interval in enumerate(SWEEP_INTERVALS):
         cells = " | ".join(f"{sweep[k].ratio_to_optimum:.3f}" for sweep in sweeps)
         lines.append(f"| {interval:g} s | {cells} |")
-    return "\n".join(lines) + "\n"
+    return _with_legend(lines)
 
 
 def held_back_table(traces: list[Trace]) -> str:
@@ -579,7 +607,7 @@ def held_back_table(traces: list[Trace]) -> str:
     tables = [compare_held_back(trace) for trace in traces]
     head = " | ".join(
         f"{t.trace} ({t.requests:,} requests; fitted on {t.fitted_sessions:,} "
-        f"session{'' if t.fitted_sessions == 1 else 's'})"
+        f"session{'' if t.fitted_sessions == 1 else 's'}){thin(t.requests, t.fitted_sessions)}"
         for t in tables
     )
     lines = [f"| policy | online | {head} |", "|---|---|" + "---|" * len(tables)]
@@ -598,7 +626,7 @@ def held_back_table(traces: list[Trace]) -> str:
             f"- {t.trace}: the default costs {default.cost / best.cost:.3f}× the best other "
             f"online policy ({best.policy}) and {default.cost / t.row('5m').cost:.3f}× plain 5m."
         )
-    return "\n".join(lines) + "\n"
+    return _with_legend(lines)
 
 
 def warming_tables(root: Path) -> dict[str, str]:
@@ -692,7 +720,8 @@ def calibration_table(rows: list[LogCalibration]) -> str:
     for row in rows:
         t = row.calibration.total
         lines.append(
-            f"| {row.log} | {row.format} | {row.requests:,} | {row.sessions:,} | {row.warm} "
+            f"| {row.log}{thin(row.requests, row.sessions)} | {row.format} | {row.requests:,} "
+            f"| {row.sessions:,} | {row.warm} "
             f"| {_ratio_cell(t.read_ratio)} | {_ratio_cell(t.write_ratio)} "
             f"| {_ratio_cell(t.cost_ratio)} | {t.read_error:.1%} | {t.write_error:.1%} |"
         )
@@ -706,7 +735,7 @@ def calibration_table(rows: list[LogCalibration]) -> str:
             f"| {_ratio_cell(total.cost_ratio)} | {total.read_error:.1%} "
             f"| {total.write_error:.1%} |"
         )
-    return "\n".join(lines) + "\n"
+    return _with_legend(lines)
 
 
 def ttl_boundary_table(rows: list[LogCalibration]) -> str:
@@ -726,10 +755,11 @@ def ttl_boundary_table(rows: list[LogCalibration]) -> str:
         if not b.gaps:
             continue
         lines.append(
-            f"| {row.log} | {b.gaps} | {b.hits} | {b.misses} | {seconds(b.longest_hit)} "
-            f"| {seconds(b.shortest_miss)} | {b.hits_past_ttl} | {b.misses_within_ttl} |"
+            f"| {row.log}{thin(row.requests, row.sessions)} | {b.gaps} | {b.hits} | {b.misses} "
+            f"| {seconds(b.longest_hit)} | {seconds(b.shortest_miss)} | {b.hits_past_ttl} "
+            f"| {b.misses_within_ttl} |"
         )
-    return "\n".join(lines) + "\n"
+    return _with_legend(lines)
 
 
 def _tools_policy_providers(rows: list[ProviderPolicyRow]) -> str:

@@ -61,6 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .site_search import write_search_script
+
 if TYPE_CHECKING:
     from nbformat import NotebookNode
     from rich.console import Console
@@ -636,6 +638,7 @@ def _merge_search_index(path: Path, before: Any) -> None:
     kept = [e for e in before.get("docs", []) if e["location"].split("#")[0] not in rebuilt]
     after["docs"] = kept + after.get("docs", [])
     path.write_text(json.dumps(after, separators=(",", ":")), encoding="utf-8")
+    write_search_script(path)  # what a page opened from disk searches
 
 
 def build_site_if_changed(

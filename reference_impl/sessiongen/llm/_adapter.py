@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal
 
 from .._resource import AsyncResource
 from ..errors import (
+    MissingExtra,
     ProviderAuthenticationError,
     ProviderConnectionError,
     ProviderError,
@@ -81,16 +82,18 @@ INSTALL_HINT = 'pip install "sessiongen[providers]"  (or: uv add "sessiongen[pro
 
 
 def require(module: str, package: str, adapter: str) -> ModuleType:
-    """`module` imported, or an ImportError naming the missing `package` and the extra that
-    installs it (the Bedrock, OpenAI and Gemini SDKs are the optional `providers` extra)."""
+    """`module` imported, or `MissingExtra` (an ImportError) naming the missing `package` and
+    the extra that installs it (the Bedrock, OpenAI and Gemini SDKs are the optional
+    `providers` extra)."""
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(
+        missing = MissingExtra(
             f"{adapter} needs the {package!r} package, which is not installed; install "
-            f"sessiongen's providers extra: {INSTALL_HINT}",
-            name=err.name,
-        ) from err
+            f"sessiongen's providers extra: {INSTALL_HINT}"
+        )
+        missing.name = err.name
+        raise missing from err
 
 
 FailureKind = Literal["timeout", "connection", "stream", "credentials", "other"]

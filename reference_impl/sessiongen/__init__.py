@@ -13,6 +13,7 @@ __all__ = [
     "Agent",
     "AgentNotFound",
     "AnthropicLLMClient",
+    "AssistantMessage",
     "CachePolicy",
     "ContextOverflow",
     "DrainResult",
@@ -59,8 +60,16 @@ __all__ = [
     "SessionStore",
     "SessiongenError",
     "Snapshot",
+    "TextPart",
+    "Tool",
+    "ToolArgs",
+    "ToolCall",
+    "ToolCallScope",
     "ToolError",
     "ToolExecutionFailed",
+    "ToolLimits",
+    "ToolNotRegistered",
+    "ToolRegistry",
     "ToolResult",
     "ToolTimedOut",
     "ToolsPolicy",
@@ -136,6 +145,15 @@ _DEFINED_IN: dict[str, str] = {
     "no_cache": ".cache_policy",
     "opencode_default": ".cache_policy",
     "previous_tail": ".cache_policy",
+    "AssistantMessage": ".model",
+    "TextPart": ".model",
+    "Tool": ".tools",
+    "ToolArgs": ".tools",
+    "ToolCall": ".llm.types",
+    "ToolCallScope": ".tools",
+    "ToolLimits": ".tools",
+    "ToolNotRegistered": ".errors",
+    "ToolRegistry": ".tools",
 }
 
 if TYPE_CHECKING:
@@ -177,6 +195,7 @@ if TYPE_CHECKING:
         SessionNotFound,
         ToolError,
         ToolExecutionFailed,
+        ToolNotRegistered,
         ToolTimedOut,
         Unauthorized,
         UnknownTool,
@@ -187,12 +206,15 @@ if TYPE_CHECKING:
         LLMResponse,
     )
     from .llm.types import (
+        ToolCall,
         Usage,
     )
     from .model import (
         Agent,
+        AssistantMessage,
         ModelRef,
         Session,
+        TextPart,
     )
     from .providers.anthropic.adapter import (
         AnthropicLLMClient,
@@ -223,9 +245,25 @@ if TYPE_CHECKING:
         SessionRecord,
         SessionStore,
     )
+    from .tools import (
+        Tool,
+        ToolArgs,
+        ToolCallScope,
+        ToolLimits,
+        ToolRegistry,
+    )
+
+    __version__: str
+    """The installed distribution's version (its package metadata), as `sessiongen --version`
+    prints it."""
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version  # startup: only when asked for
+
+        globals()[name] = version(__name__)
+        return globals()[name]
     module = _DEFINED_IN.get(name)
     if module is None:
         raise AttributeError(f"module 'sessiongen' has no attribute {name!r}")
@@ -244,4 +282,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | {"__version__"})

@@ -66,7 +66,9 @@ class Agent(_DomainModel):
     system: str = "You are a helpful coding agent."
     """The system prompt, first in every request."""
     tools: tuple[str, ...] = ()
-    """The names of the workspace tools the model may call (`sessiongen.tools`)."""
+    """The names of the tools the model may call, each registered in the engine's
+    `ToolRegistry` (the built-in workspace tools of `sessiongen.tools`, and yours); a name
+    it does not have is `ToolNotRegistered` when the engine is built."""
     steps: int = Field(default=8, ge=1)
     """The most provider calls one turn makes; the last is sent with tool choice `none`."""
     max_output_tokens: int = Field(default=1024, ge=1)
@@ -116,6 +118,8 @@ def input_id(revision: int) -> str:
 
 
 class TextPart(_DomainModel):
+    """Text the model (or the user) wrote: one part of a message's `parts`."""
+
     type: Literal["text"] = "text"
     text: str
 

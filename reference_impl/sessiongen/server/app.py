@@ -46,7 +46,7 @@ from ..errors import (
     Unauthorized,
 )
 from ..llm.types import ToolCall
-from ..model import TextPart, ToolCallPart
+from ..model import ToolCallPart
 from ..plugins import (
     PluginErrorHandler,
     PluginHost,
@@ -174,13 +174,12 @@ class _Service:
         a full disk refuses the turn (`InsufficientStorage`, 507) before the prompt is
         stored, or says it was. The engine tells the plugins the turn ended."""
         drained = await self.engine.run(session_id, prompt)
-        last = drained.messages[-1].parts if drained.messages else ()
         return TurnResult(
             session_id=session_id,
             revision=drained.revision,
             steps=drained.steps,
             finish_reason=drained.finish_reason,
-            text="".join(p.text for p in last if isinstance(p, TextPart)),
+            text=drained.text,
             tool_calls=[
                 ToolCall(id=p.id, name=p.name, input=p.input)
                 for m in drained.messages
@@ -188,6 +187,7 @@ class _Service:
                 if isinstance(p, ToolCallPart)
             ],
             usage=drained.usage,
+            below_cache_minimum=drained.below_cache_minimum,
         )
 
     async def delete(self, session_id: str) -> None:

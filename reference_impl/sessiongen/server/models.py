@@ -109,6 +109,11 @@ class TurnResult(BaseModel):
         description="Tool calls the turn's steps made (each was run and settled)."
     )
     usage: Usage = Field(description="The turn's summed usage over its steps.")
+    below_cache_minimum: bool = Field(
+        default=False,
+        description="A step's prompt was under the model's minimum cacheable length: nothing "
+        "of it was cached.",
+    )
 
 
 class LedgerEntryView(BaseModel):

@@ -35,7 +35,7 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._bind import BearerGate
+from .._bind import BearerGate, check_token
 from ..errors import (
     InvalidArgument,
     MethodNotAllowed,
@@ -205,6 +205,7 @@ class _Service:
             watched=session_id in self.keeper.watched,
             now=self.keeper.clock.now(),
             next_ping_at=self.keeper.schedule(session_id),
+            why_not_pinging=self.keeper.why_not_pinging(session_id),
             total_cost_usd=ledger.total_cost_usd(session_id),
             entries=[
                 LedgerEntryView(
@@ -247,8 +248,7 @@ def create_app(
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be at least 1, got {max_body_bytes}")
-    if token is not None and not token:
-        raise ValueError("the token must not be empty")
+    check_token(token)  # UnusableToken (a ValueError): empty, or a placeholder
     if not engine.agents:
         raise ValueError("the engine has no agents")
     agent = default_agent or (

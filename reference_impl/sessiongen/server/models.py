@@ -132,6 +132,9 @@ class WarmingView(BaseModel):
     watched: bool
     now: float
     next_ping_at: float | None
+    why_not_pinging: str | None = Field(
+        default=None, description="Why no ping is scheduled (None when one is)."
+    )
     total_cost_usd: float
     entries: list[LedgerEntryView]
 

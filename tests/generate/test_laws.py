@@ -130,7 +130,7 @@ async def test_law4_single_attempt_under_faults(
     engine = emulated.rebuild(llm=retrying)
     before_log = len(emulated.requests())
     before = engine.store.dump()
-    emulated.fault(status=status, count=3)
+    emulated.faults(status=status, count=3)
     with pytest.raises(error) as raised:
         await engine.generate(sid, PROMPT)
     logged = emulated.requests()

@@ -64,6 +64,7 @@ __all__ = [
     "Tool",
     "ToolArgs",
     "ToolCall",
+    "ToolCallPart",
     "ToolCallScope",
     "ToolError",
     "ToolExecutionFailed",
@@ -150,6 +151,7 @@ _DEFINED_IN: dict[str, str] = {
     "Tool": ".tools",
     "ToolArgs": ".tools",
     "ToolCall": ".llm.types",
+    "ToolCallPart": ".model",
     "ToolCallScope": ".tools",
     "ToolLimits": ".tools",
     "ToolNotRegistered": ".errors",
@@ -215,6 +217,7 @@ if TYPE_CHECKING:
         ModelRef,
         Session,
         TextPart,
+        ToolCallPart,
     )
     from .providers.anthropic.adapter import (
         AnthropicLLMClient,

@@ -68,7 +68,6 @@ def script(base_url: str, *replies: dict[str, object]) -> None:
 
 async def main(base_url: str, workspace: Path) -> list[str]:
     lines: list[str] = []
-    # --8<-- [start:turn]
     async with AnthropicLLMClient(base_url=base_url, api_key="any-key") as llm:
         # --8<-- [start:unregistered]
         misspelt = AGENT.model_copy(update={"tools": ("read_file", "word_cuont")})
@@ -77,6 +76,8 @@ async def main(base_url: str, workspace: Path) -> list[str]:
         except ToolNotRegistered as error:  # refused when the engine is built
             lines.append(f"{type(error).__name__}: {error}")
         # --8<-- [end:unregistered]
+
+        # --8<-- [start:turn]
         engine = SessionEngine(SessionStore(), llm, [AGENT], tools=TOOLS)
         session = engine.create_session("counter", workspace=workspace)
         script(

@@ -187,15 +187,19 @@ def test_a_placeholder_token_is_refused_where_it_comes_in(
     token everyone has read: refused (exit 2, naming the variable) before anything binds,
     and by the servers built in Python."""
     monkeypatch.setenv(ENV, placeholder)
-    with pytest.raises(SystemExit) as exited:
-        main(["emulator", "--host", "0.0.0.0", "--port", "8765"])
-    assert exited.value.code == 2
-    line = _one_line(capsys.readouterr().err)
-    assert f"${ENV}: {placeholder!r} is a placeholder, not a token; make one with" in line
     with pytest.raises(UnusableToken, match="placeholder"):
         create_app(token=placeholder)
-    with pytest.raises(UnusableToken, match="placeholder"):
-        serve(host="127.0.0.1", port=8765, token=placeholder)
+    with socket.socket() as taken:  # were the token let through, nothing could be served
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        with pytest.raises(SystemExit) as exited:
+            main(["emulator", "--host", "127.0.0.1", "--port", port])
+        assert exited.value.code == 2
+        line = _one_line(capsys.readouterr().err)
+        assert f"${ENV}: {placeholder!r} is a placeholder, not a token; make one with" in line
+        with pytest.raises(UnusableToken, match="placeholder"):
+            serve(host="127.0.0.1", port=int(port), token=placeholder)
     with pytest.raises(UnusableToken, match="placeholder"):
         engine = SessionEngine(SessionStore(), ScriptedLLMClient(), [SAMPLE_AGENT])
         create_server_app(engine, token=placeholder)

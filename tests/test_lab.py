@@ -12,12 +12,23 @@ from sessiongen import ProviderOverloaded
 from sessiongen.lab import EmulatorLab, emulator_lab
 from sessiongen.sample import SAMPLE_WORKSPACE
 
-HELPERS = ("advance_by", "requests", "last_usage", "script", "fault")
+HELPERS = ("advance_by", "requests", "last_usage", "script", "faults")
 
 
 @pytest.mark.parametrize("name", HELPERS)
 def test_emulator_helpers_are_not_coroutine_functions(name: str) -> None:
     assert not inspect.iscoroutinefunction(getattr(EmulatorLab, name))
+
+
+def test_the_helpers_that_mirror_an_admin_route_carry_its_name() -> None:
+    """`lab.requests()`, `lab.script(...)` and `lab.faults(...)` do what `/_emulator/requests`,
+    `/_emulator/script` and `/_emulator/faults` do: one name for each, in Python and HTTP."""
+    from sessiongen.emulator import create_app
+
+    routes = {getattr(r, "path", "") for r in create_app().routes}
+    mirrored = [name for name in HELPERS if f"/_emulator/{name}" in routes]
+    assert mirrored == ["requests", "script", "faults"]
+    assert not hasattr(EmulatorLab, "fault")  # one name, not two
 
 
 async def test_advance_without_await_moves_the_clock_past_the_cache_ttl() -> None:
@@ -40,7 +51,7 @@ async def test_the_helpers_and_the_admin_api_see_the_same_emulator() -> None:
 async def test_script_and_fault_act_at_once_and_validate_like_the_admin_api() -> None:
     async with emulator_lab() as lab:
         session = lab.engine.create_session("forge", workspace=lab.workspace)
-        lab.fault(status=529)
+        lab.faults(status=529)
         with pytest.raises(ProviderOverloaded):
             await lab.engine.generate(session.id, "Title?")
         lab.script({"text": "Scripted."})
@@ -49,7 +60,7 @@ async def test_script_and_fault_act_at_once_and_validate_like_the_admin_api() ->
         with pytest.raises(pydantic.ValidationError):
             lab.script({"text": "ok", "unknown": 1})
         with pytest.raises(pydantic.ValidationError):
-            lab.fault(status=700)
+            lab.faults(status=700)
         with pytest.raises(ValueError):
             lab.advance_by(-1)
 

@@ -17,6 +17,7 @@ from mypy import api
 from tests import typed_prototype
 
 PROTOTYPE = Path(typed_prototype.__file__)
+PAGE_EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "prototype.py"
 
 # Appended to a copy of the prototype: what mypy says a few public things are.
 REVEALS = {
@@ -91,3 +92,31 @@ async def test_the_prototype_runs() -> None:
         "EmptyPrompt 422",
         "3 provider requests (stream, generate, generate)",
     ]
+
+
+def test_the_prototype_pages_example_type_checks_strictly(tmp_path: Path) -> None:
+    """docs/examples/prototype.py (the "Your own tool" page, run by tests/docs/
+    test_prototype.py): a user's tool, a turn's text and parts, generate and the keeper on a
+    served emulator, under `mypy --strict` with no ignores and no private name imported."""
+    source = PAGE_EXAMPLE.read_text()
+    assert "# type:" not in source and not re.search(r"import _|\._[a-z]", source)
+    errors, _ = _mypy_strict(PAGE_EXAMPLE, tmp_path)
+    assert errors == []
+
+
+def test_a_tool_whose_run_takes_other_arguments_than_it_declares_is_a_type_error(
+    tmp_path: Path,
+) -> None:
+    """`Tool` is generic over its `ToolArgs` model: a `run` that expects another model than
+    `args` names is caught by mypy, not by the model's first call."""
+    mismatched = tmp_path / "mismatched.py"
+    mismatched.write_text(
+        "from sessiongen import Tool, ToolArgs, ToolCallScope\n\n\n"
+        "class A(ToolArgs):\n    a: str\n\n\n"
+        "class B(ToolArgs):\n    b: int\n\n\n"
+        "def run(scope: ToolCallScope, args: B) -> str:\n    return str(args.b)\n\n\n"
+        'MATCHED = Tool("b", "Takes B.", B, run)\n'
+        'MISMATCHED = Tool("a", "Takes A.", A, run)\n'
+    )
+    errors, _ = _mypy_strict(mismatched, tmp_path)
+    assert len(errors) == 1 and "mismatched.py:17:" in errors[0], errors

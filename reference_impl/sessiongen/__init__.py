@@ -13,6 +13,7 @@ __all__ = [
     "Agent",
     "AgentNotFound",
     "AnthropicLLMClient",
+    "AssistantMessage",
     "CachePolicy",
     "ContextOverflow",
     "DrainResult",
@@ -60,8 +61,17 @@ __all__ = [
     "SessionStore",
     "SessiongenError",
     "Snapshot",
+    "TextPart",
+    "Tool",
+    "ToolArgs",
+    "ToolCall",
+    "ToolCallPart",
+    "ToolCallScope",
     "ToolError",
     "ToolExecutionFailed",
+    "ToolLimits",
+    "ToolNotRegistered",
+    "ToolRegistry",
     "ToolResult",
     "ToolTimedOut",
     "ToolsPolicy",
@@ -138,6 +148,16 @@ _DEFINED_IN: dict[str, str] = {
     "no_cache": ".cache_policy",
     "opencode_default": ".cache_policy",
     "previous_tail": ".cache_policy",
+    "AssistantMessage": ".model",
+    "TextPart": ".model",
+    "Tool": ".tools",
+    "ToolArgs": ".tools",
+    "ToolCall": ".llm.types",
+    "ToolCallPart": ".model",
+    "ToolCallScope": ".tools",
+    "ToolLimits": ".tools",
+    "ToolNotRegistered": ".errors",
+    "ToolRegistry": ".tools",
 }
 
 if TYPE_CHECKING:
@@ -180,6 +200,7 @@ if TYPE_CHECKING:
         SessionNotFound,
         ToolError,
         ToolExecutionFailed,
+        ToolNotRegistered,
         ToolTimedOut,
         Unauthorized,
         UnknownTool,
@@ -190,12 +211,16 @@ if TYPE_CHECKING:
         LLMResponse,
     )
     from .llm.types import (
+        ToolCall,
         Usage,
     )
     from .model import (
         Agent,
+        AssistantMessage,
         ModelRef,
         Session,
+        TextPart,
+        ToolCallPart,
     )
     from .providers.anthropic.adapter import (
         AnthropicLLMClient,
@@ -226,9 +251,25 @@ if TYPE_CHECKING:
         SessionRecord,
         SessionStore,
     )
+    from .tools import (
+        Tool,
+        ToolArgs,
+        ToolCallScope,
+        ToolLimits,
+        ToolRegistry,
+    )
+
+    __version__: str
+    """The installed distribution's version (its package metadata), as `sessiongen --version`
+    prints it."""
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version  # startup: only when asked for
+
+        globals()[name] = version(__name__)
+        return globals()[name]
     module = _DEFINED_IN.get(name)
     if module is None:
         raise AttributeError(f"module 'sessiongen' has no attribute {name!r}")
@@ -247,4 +288,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | {"__version__"})

@@ -15,7 +15,16 @@ from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["InsecureBind", "bearer_token", "check_bind", "is_loopback", "probe", "token_matches"]
+__all__ = [
+    "InsecureBind",
+    "UnusableToken",
+    "bearer_token",
+    "check_bind",
+    "check_token",
+    "is_loopback",
+    "probe",
+    "token_matches",
+]
 
 SERVER_TOKEN_ENV = "SESSIONGEN_TOKEN"
 EMULATOR_TOKEN_ENV = "SESSIONGEN_EMULATOR_TOKEN"
@@ -24,6 +33,37 @@ SERVER_EXPOSES = "anyone who can reach it could run turns on the provider"
 
 class InsecureBind(ValueError):
     """A non-loopback bind address without a token."""
+
+
+class UnusableToken(ValueError):
+    """A token no server should be guarded by: empty, or a placeholder copied from the docs
+    (`...`, `<token>`, `changeme`), which anyone who read the docs could send."""
+
+
+PLACEHOLDER_WORDS = frozenset({"token", "changeme", "change-me", "secret", "your-token"})
+"""Tokens that are words from a how-to rather than a secret (compared case-blind)."""
+MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe())'"
+
+
+def check_token(token: str | None, source: str = "the token") -> None:
+    """Refuse (`UnusableToken`) a token that guards nothing: empty, or a placeholder (no
+    letter or digit, as `...`; in angle brackets, as `<token>`; or a word of
+    `PLACEHOLDER_WORDS`). `source` names where it came from (`argument --token`, a
+    variable) in the message. None (no token) passes: `check_bind` decides whether one is
+    needed. Both servers and their command line check with this."""
+    if token is None:
+        return
+    if not token:
+        raise UnusableToken(f"{source}: must not be empty")
+    placeholder = (
+        not any(c.isalnum() for c in token)
+        or (token.startswith("<") and token.endswith(">"))
+        or token.casefold() in PLACEHOLDER_WORDS
+    )
+    if placeholder:
+        raise UnusableToken(
+            f"{source}: {token!r} is a placeholder, not a token; make one with {MAKE_TOKEN}"
+        )
 
 
 def is_loopback(host: str) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn, cast
 
-from ._bind import EMULATOR_TOKEN_ENV
+from ._bind import EMULATOR_TOKEN_ENV, UnusableToken, check_token
 from ._bind import SERVER_TOKEN_ENV as TOKEN_ENV
 from ._choices import PROVIDERS as DEMO_PROVIDERS
 from ._choices import SERVE_PROVIDERS as PROVIDERS
@@ -632,9 +632,7 @@ def _run(argv: Sequence[str] | None) -> int:
         asyncio.run(print_demo(cast("LabProvider", args.provider)))
         return 0
     if args.command == "serve":
-        token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
-        if args.token == "":
-            server.error("argument --token: must not be empty")
+        token = _token(server, args.token, TOKEN_ENV)
         return _serve(
             server,
             args.host,
@@ -663,9 +661,7 @@ def _run(argv: Sequence[str] | None) -> int:
         if served:
             emulator.error(f"argument {served[0]}: serves an emulator, so not with probe")
         return _probe(args)
-    if args.token == "":
-        emulator.error("argument --token: must not be empty")
-    token = args.token if args.token is not None else os.environ.get(EMULATOR_TOKEN_ENV) or None
+    token = _token(emulator, args.token, EMULATOR_TOKEN_ENV)
     return _emulator(
         emulator,
         args.host,
@@ -677,6 +673,21 @@ def _run(argv: Sequence[str] | None) -> int:
         cache_entries=args.cache_entries,
         aliases=args.alias,
     )
+
+
+def _token(parser: _Parser, given: str | None, env: str) -> str | None:
+    """A server's token: `--token`, else the variable `env` (unset or empty: none); an empty
+    or placeholder one is a usage error (exit 2) naming where it came from."""
+    token: str | None
+    if given is not None:
+        token, source = given, "argument --token"
+    else:
+        token, source = os.environ.get(env) or None, f"${env}"
+    try:
+        check_token(token, source)
+    except UnusableToken as exc:
+        parser.error(str(exc))
+    return token
 
 
 def _probe(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ and nowhere else::
     │   ├── PromptTooLarge                413
     │   ├── MalformedRequest              400
     │   ├── InvalidArgument               422  also a ValueError
+    │   │   └── ToolNotRegistered         422  an agent names a tool the registry lacks
     │   ├── SessionExists                 409
     │   ├── RequestTooLarge               413  a request body over the server's limit
     │   └── MethodNotAllowed              405  a method the route does not take
@@ -154,6 +155,39 @@ class InvalidArgument(InvalidInput, ValueError):
 
     problem_status = 422
     problem = "invalid-argument"
+
+
+class ToolNotRegistered(InvalidArgument):
+    """An agent names a tool its engine's `ToolRegistry` does not have (misspelt, or never
+    registered): refused when the engine is built, so no request goes out without it."""
+
+    problem = "tool-not-registered"
+
+    def __init__(
+        self, tools: Iterable[str], registered: Iterable[str] = (), agent: str | None = None
+    ) -> None:
+        self.tools = list(tools)
+        self.agent = agent
+        names = ", ".join(repr(t) for t in self.tools)
+        one = len(self.tools) == 1
+        subject = f"tool {names}" if one else f"tools {names}"
+        verb = "is" if one else "are"
+        said = (
+            f"{subject} {verb}"
+            if agent is None
+            else f"agent {agent!r} permits {subject}, which {verb}"
+        )
+        known = ", ".join(sorted(registered)) or "none"
+        super().__init__(f"{said} not registered; registered tools: {known}")
+
+    def problem_details(self) -> dict[str, Any]:
+        return {**super().problem_details(), "tools": self.tools, "agent": self.agent}
+
+    def _restore(self, body: Mapping[str, Any]) -> None:
+        tools = body.get("tools")
+        self.tools = [t for t in tools if isinstance(t, str)] if isinstance(tools, list) else []
+        agent = body.get("agent")
+        self.agent = agent if isinstance(agent, str) else None
 
 
 class RequestTooLarge(InvalidInput):

@@ -6,7 +6,7 @@ Everything runs on the emulator's virtual clock and deterministic responder, so 
 that drives a lab reproduces its outputs exactly.
 
 The helpers that touch only the in-process emulator (`advance_by`, `requests`, `last_usage`,
-`script`, `fault`) are plain methods, not coroutines: a forgotten `await` would otherwise
+`script`, `faults`) are plain methods, not coroutines: a forgotten `await` would otherwise
 drop the call silently, and a TTL experiment would read a cache it should have missed.
 """
 
@@ -79,8 +79,9 @@ class EmulatorLab:
         """Queue the next replies; validated as `POST /_emulator/script` validates them."""
         self.emulator.queue_responses([ScriptedResponse.model_validate(r) for r in responses])
 
-    def fault(self, **fault: Any) -> None:
-        """Queue a fault; validated as `POST /_emulator/faults` validates it."""
+    def faults(self, **fault: Any) -> None:
+        """Queue a fault, as `POST /_emulator/faults` does (the same name, the same
+        validation): `lab.faults(status=529)` fails the next request with an overload."""
         self.emulator.add_fault(FaultSpec.model_validate(fault))
 
     def advance_by(self, seconds: float) -> float:

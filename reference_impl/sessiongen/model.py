@@ -10,6 +10,7 @@ from .llm.types import CacheTTL, FinishReason, FrozenModel, Usage
 
 __all__ = [
     "Agent",
+    "DomainModel",
     "AssistantMessage",
     "CompactionCompleted",
     "CompactionMessage",
@@ -37,15 +38,15 @@ __all__ = [
 ]
 
 
-class _DomainModel(FrozenModel):
-    """A FrozenModel whose validator is built when first used, not when `sessiongen` is
-    imported. A field's docstring is its description (in the API reference and the JSON
-    schema)."""
+class DomainModel(FrozenModel):
+    """The base of the Session domain's values: immutable (a `FrozenModel`), its validator
+    built when first used, not when `sessiongen` is imported. A field's docstring is its
+    description (in the API reference and the JSON schema)."""
 
     model_config = ConfigDict(defer_build=True, use_attribute_docstrings=True)
 
 
-class ModelRef(_DomainModel):
+class ModelRef(DomainModel):
     """Which model a Session's agent talks to; its facts (context window, ...) come from the
     model catalog, `sessiongen.cache.get_model(id)`. An `Agent` also takes the model id
     alone: `Agent(name="a", model="claude-sonnet-4-6")`."""
@@ -56,7 +57,7 @@ class ModelRef(_DomainModel):
     """The model id, as the model catalog (`sessiongen.cache.list_models()`) names it."""
 
 
-class Agent(_DomainModel):
+class Agent(DomainModel):
     """What the model is told and allowed: system prompt, permitted tools, step limit."""
 
     name: str
@@ -66,7 +67,9 @@ class Agent(_DomainModel):
     system: str = "You are a helpful coding agent."
     """The system prompt, first in every request."""
     tools: tuple[str, ...] = ()
-    """The names of the workspace tools the model may call (`sessiongen.tools`)."""
+    """The names of the tools the model may call, each registered in the engine's
+    `ToolRegistry` (the built-in workspace tools of `sessiongen.tools`, and yours); a name
+    it does not have is `ToolNotRegistered` when the engine is built."""
     steps: int = Field(default=8, ge=1)
     """The most provider calls one turn makes; the last is sent with tool choice `none`."""
     max_output_tokens: int = Field(default=1024, ge=1)
@@ -89,7 +92,7 @@ class Agent(_DomainModel):
         return ModelRef(id=value) if isinstance(value, str) else value
 
 
-class Session(_DomainModel):
+class Session(DomainModel):
     """A durable Session. A fork records its parent and the root of its fork tree, so every
     Session of one tree shares one prompt-cache identity (`root_id`, itself for a root)."""
 
@@ -115,12 +118,14 @@ def input_id(revision: int) -> str:
 # --- message parts -------------------------------------------------------------------------
 
 
-class TextPart(_DomainModel):
+class TextPart(DomainModel):
+    """Text the model (or the user) wrote: one part of a message's `parts`."""
+
     type: Literal["text"] = "text"
     text: str
 
 
-class ReasoningPart(_DomainModel):
+class ReasoningPart(DomainModel):
     type: Literal["reasoning"] = "reasoning"
     text: str
     signature: str | None = None
@@ -129,7 +134,7 @@ class ReasoningPart(_DomainModel):
 ToolState = Literal["pending", "completed", "error"]
 
 
-class ToolCallPart(_DomainModel):
+class ToolCallPart(DomainModel):
     """A tool call the model made, with its state and, once run, its result."""
 
     type: Literal["tool_call"] = "tool_call"
@@ -146,13 +151,13 @@ Part = Annotated[TextPart | ReasoningPart | ToolCallPart, Field(discriminator="t
 # --- messages of Session History -----------------------------------------------------------
 
 
-class UserMessage(_DomainModel):
+class UserMessage(DomainModel):
     kind: Literal["user"] = "user"
     id: str
     parts: tuple[TextPart, ...]
 
 
-class AssistantMessage(_DomainModel):
+class AssistantMessage(DomainModel):
     """One Step's output. `completed` is set by Settlement; `interrupted` when it never was."""
 
     kind: Literal["assistant"] = "assistant"
@@ -174,7 +179,7 @@ class AssistantMessage(_DomainModel):
         )
 
 
-class InstructionMessage(_DomainModel):
+class InstructionMessage(DomainModel):
     """An instruction update, delivered once where it was committed."""
 
     kind: Literal["instruction"] = "instruction"
@@ -182,7 +187,7 @@ class InstructionMessage(_DomainModel):
     text: str
 
 
-class CompactionMessage(_DomainModel):
+class CompactionMessage(DomainModel):
     """A completed compaction's summary: active history starts here."""
 
     kind: Literal["compaction"] = "compaction"
@@ -196,7 +201,7 @@ Message = Annotated[
 ]
 
 
-class PendingInput(_DomainModel):
+class PendingInput(DomainModel):
     id: str
     text: str
 
@@ -204,7 +209,7 @@ class PendingInput(_DomainModel):
 # --- durable events ------------------------------------------------------------------------
 
 
-class SessionCreated(_DomainModel):
+class SessionCreated(DomainModel):
     type: Literal["session_created"] = "session_created"
     session_id: str
     agent: str
@@ -213,19 +218,19 @@ class SessionCreated(_DomainModel):
     root_id: str | None = None  # None: the session is its own root
 
 
-class InputAdmitted(_DomainModel):
+class InputAdmitted(DomainModel):
     type: Literal["input_admitted"] = "input_admitted"
     input_id: str
     text: str
 
 
-class InputPromoted(_DomainModel):
+class InputPromoted(DomainModel):
     type: Literal["input_promoted"] = "input_promoted"
     input_id: str
     message_id: str
 
 
-class InstructionsCommitted(_DomainModel):
+class InstructionsCommitted(DomainModel):
     """The canonical model's instruction state; `update` is the text the model was shown."""
 
     type: Literal["instructions_committed"] = "instructions_committed"
@@ -234,14 +239,14 @@ class InstructionsCommitted(_DomainModel):
     message_id: str | None = None
 
 
-class StepStarted(_DomainModel):
+class StepStarted(DomainModel):
     type: Literal["step_started"] = "step_started"
     message_id: str
     step: int
     model: str
 
 
-class StepSettled(_DomainModel):
+class StepSettled(DomainModel):
     type: Literal["step_settled"] = "step_settled"
     message_id: str
     parts: tuple[Part, ...]
@@ -249,7 +254,7 @@ class StepSettled(_DomainModel):
     usage: Usage
 
 
-class ToolExecuted(_DomainModel):
+class ToolExecuted(DomainModel):
     type: Literal["tool_executed"] = "tool_executed"
     message_id: str
     call_id: str
@@ -257,14 +262,14 @@ class ToolExecuted(_DomainModel):
     is_error: bool = False
 
 
-class StepInterrupted(_DomainModel):
+class StepInterrupted(DomainModel):
     type: Literal["step_interrupted"] = "step_interrupted"
     message_id: str
     reason: str
     parts: tuple[Part, ...] = ()
 
 
-class CompactionCompleted(_DomainModel):
+class CompactionCompleted(DomainModel):
     type: Literal["compaction_completed"] = "compaction_completed"
     message_id: str
     summary: str

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -35,6 +35,7 @@ from .errors import (
     PathOutsideWorkspace,
     ToolError,
     ToolExecutionFailed,
+    ToolNotRegistered,
     ToolTimedOut,
     UnknownTool,
 )
@@ -61,26 +62,34 @@ class ToolLimits:
             raise ValueError(f"tool limits must be positive: {self}")
 
 
-class _Args(BaseModel):
+class ToolArgs(BaseModel):
+    """The base of a tool's arguments: a pydantic model whose fields (their types and
+    `Field(description=...)`) are the JSON schema the model is shown. A call with a missing,
+    mistyped or extra argument is `InvalidToolArguments`, returned to the model."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class ReadFileArgs(_Args):
+ArgsT = TypeVar("ArgsT", bound=ToolArgs)
+"""A tool's own arguments model, which its `run` receives validated."""
+
+
+class ReadFileArgs(ToolArgs):
     path: str = Field(description="File path relative to the workspace root.")
 
 
-class ListFilesArgs(_Args):
+class ListFilesArgs(ToolArgs):
     path: str = Field(default=".", description="Directory relative to the workspace root.")
 
 
-class GrepArgs(_Args):
+class GrepArgs(ToolArgs):
     pattern: str = Field(
         description="A regular expression (RE2 syntax: no backreferences or lookaround)."
     )
     path: str = Field(default=".", description="Directory or file to search.")
 
 
-class WriteFileArgs(_Args):
+class WriteFileArgs(ToolArgs):
     path: str = Field(description="File path relative to the workspace root.")
     content: str = Field(description="The complete new UTF-8 content of the file.")
 
@@ -281,13 +290,26 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
-class Tool:
-    """A named capability the model may call: its schema and how to run it."""
+class Tool(Generic[ArgsT]):
+    """A named capability the model may call: its name and description, its arguments model
+    (`args`, a `ToolArgs` subclass: the schema on the wire) and `run`, which gets the call's
+    workspace scope and the validated arguments and returns the text the model reads.
+
+    Register it in the engine's `ToolRegistry` and name it in an `Agent`'s `tools`::
+
+        class WordCountArgs(ToolArgs):
+            path: str = Field(description="File path relative to the workspace root.")
+
+        def word_count(scope: ToolCallScope, args: WordCountArgs) -> str:
+            return str(len(scope.read_text(scope.resolve(args.path), 1 << 20).split()))
+
+        WORD_COUNT = Tool("word_count", "Count a file's words.", WordCountArgs, word_count)
+    """
 
     name: str
     description: str
-    args: type[_Args]
-    run: Callable[[ToolCallScope, Any], str]
+    args: type[ArgsT]
+    run: Callable[[ToolCallScope, ArgsT], str]
 
     def definition(self) -> ToolDefinition:
         return _definition(self.name, self.description, self.args)
@@ -314,7 +336,7 @@ class Tool:
 
 
 @cache
-def _definition(name: str, description: str, args: type[_Args]) -> ToolDefinition:
+def _definition(name: str, description: str, args: type[ToolArgs]) -> ToolDefinition:
     """The wire definition, built once per tool: schema generation is not free and every
     request preparation needs it."""
     schema = args.model_json_schema()
@@ -370,7 +392,7 @@ def _write_file(scope: ToolCallScope, args: WriteFileArgs) -> str:
     return f"wrote {len(args.content.encode('utf-8'))} bytes to {args.path}"
 
 
-BUILTIN_TOOLS: dict[str, Tool] = {
+BUILTIN_TOOLS: dict[str, Tool[Any]] = {
     tool.name: tool
     for tool in (
         Tool("read_file", "Read a UTF-8 text file from the workspace.", ReadFileArgs, _read_file),
@@ -397,23 +419,35 @@ BUILTIN_TOOLS: dict[str, Tool] = {
 
 
 class ToolRegistry:
-    """The tools an engine knows, and what one call of any of them may spend; an agent's
-    permission list selects from them."""
+    """The tools an engine knows (by default the built-in `BUILTIN_TOOLS`; yours beside them:
+    `ToolRegistry([*BUILTIN_TOOLS.values(), my_tool])`), and what one call of any of them
+    may spend; an agent's permission list selects from them."""
 
     def __init__(
         self,
-        tools: Iterable[Tool] = BUILTIN_TOOLS.values(),
+        tools: Iterable[Tool[Any]] = BUILTIN_TOOLS.values(),
         *,
         limits: ToolLimits | None = None,
     ) -> None:
         self._tools = {tool.name: tool for tool in tools}
         self.limits = limits or ToolLimits()
 
-    def permitted(self, names: Iterable[str]) -> tuple[Tool, ...]:
-        """The permitted tools in the agent's order; unknown names are skipped."""
-        return tuple(self._tools[name] for name in names if name in self._tools)
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The registered tools' names, sorted."""
+        return tuple(sorted(self._tools))
 
-    def get(self, name: str) -> Tool:
+    def permitted(self, names: Iterable[str], *, agent: str | None = None) -> tuple[Tool[Any], ...]:
+        """The named tools in the agent's order. A name the registry does not have (misspelt,
+        or a tool never registered) is `ToolNotRegistered` (naming `agent`, when given),
+        never dropped from the wire."""
+        names = tuple(names)
+        missing = [name for name in names if name not in self._tools]
+        if missing:
+            raise ToolNotRegistered(missing, registered=self._tools, agent=agent)
+        return tuple(self._tools[name] for name in names)
+
+    def get(self, name: str) -> Tool[Any]:
         if name not in self._tools:
             raise UnknownTool(f"no tool named {name!r}")
         return self._tools[name]

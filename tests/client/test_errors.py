@@ -83,13 +83,13 @@ def test_not_found(driver: Driver) -> None:
 
 def test_provider_failures_keep_the_providers_status(driver: Driver, lab: EmulatorLab) -> None:
     sid = driver.create_session().id
-    lab.fault(status=529)
+    lab.faults(status=529)
     with pytest.raises(ProviderOverloaded) as overloaded:
         driver.generate(sid, "hi")
     body = _problem(overloaded, 503)
     assert overloaded.value.provider_status == body["provider_status"] == 529
     assert overloaded.value.provider_request_id == body["provider_request_id"]
-    lab.fault(status=429, headers={"retry-after": "0"})
+    lab.faults(status=429, headers={"retry-after": "0"})
     with pytest.raises(ProviderRateLimited) as limited:
         driver.prompt(sid, "hi")
     assert limited.value.provider_status == 429 and isinstance(limited.value, ProviderError)

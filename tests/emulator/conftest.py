@@ -97,7 +97,7 @@ class Emu:
         response = await self.admin.post("/_emulator/script", json={"responses": list(responses)})
         response.raise_for_status()
 
-    async def fault(self, **spec: Any) -> None:
+    async def faults(self, **spec: Any) -> None:
         response = await self.admin.post("/_emulator/faults", json=spec)
         response.raise_for_status()
 

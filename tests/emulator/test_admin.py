@@ -120,7 +120,7 @@ async def test_reset_clears_everything(emu: Emu) -> None:
     system = [text_block(1100, "reset", "5m")]
     await emu.create(system=system, messages=[user(text_block(5, "q"))])
     await emu.script({"text": "left over"})
-    await emu.fault(status=500, count=3)
+    await emu.faults(status=500, count=3)
     await emu.advance(100)
     assert (await emu.admin.post("/_emulator/reset")).json() == {"reset": True}
     assert await emu.requests() == []

@@ -28,7 +28,7 @@ async def test_fault_gives_the_real_error_and_one_logged_request(
     """Error bodies are `{"type":"error","error":{"type","message"},"request_id":"req_…"}` with
     one `type` per status (AD:api/errors); the SDK maps the status to its error class and
     exposes the request id; with max_retries=0 the emulator sees exactly one request."""
-    await emu.fault(status=status, count=1)
+    await emu.faults(status=status, count=1)
     with pytest.raises(error_class) as info:
         await emu.create(messages=[user(text_block(5, "q"))])
     error = info.value
@@ -45,7 +45,7 @@ async def test_fault_gives_the_real_error_and_one_logged_request(
 async def test_529_is_an_internal_server_error_too(emu: Emu) -> None:
     """529 overloaded_error: the SDK's OverloadedError is also an InternalServerError-style
     5xx (it retries all >= 500 when retries are on)."""
-    await emu.fault(status=529)
+    await emu.faults(status=529)
     with pytest.raises(anthropic.APIStatusError) as info:
         await emu.create(messages=[user(text_block(5, "q"))])
     assert isinstance(info.value, anthropic.OverloadedError)
@@ -54,7 +54,7 @@ async def test_529_is_an_internal_server_error_too(emu: Emu) -> None:
 
 async def test_rate_limit_sends_retry_after(emu: Emu) -> None:
     """429 rate_limit_error comes with a `retry-after` header (AD:api/errors)."""
-    await emu.fault(status=429)
+    await emu.faults(status=429)
     with pytest.raises(anthropic.RateLimitError) as info:
         await emu.create(messages=[user(text_block(5, "q"))])
     assert info.value.response.headers["retry-after"] == "1"
@@ -62,7 +62,7 @@ async def test_rate_limit_sends_retry_after(emu: Emu) -> None:
 
 async def test_fault_count_and_extra_headers(emu: Emu) -> None:
     """`count` faults the next N requests; `headers` are added to the error response."""
-    await emu.fault(status=529, count=2, headers={"x-should-retry": "false"})
+    await emu.faults(status=529, count=2, headers={"x-should-retry": "false"})
     for _ in range(2):
         with pytest.raises(anthropic.OverloadedError) as info:
             await emu.create(messages=[user(text_block(5, "q"))])
@@ -74,7 +74,7 @@ async def test_fault_count_and_extra_headers(emu: Emu) -> None:
 async def test_retrying_client_shows_every_attempt_in_the_log(emu: Emu) -> None:
     """With retries on, the SDK retries 429 and honours retry-after-ms; each attempt is one
     logged request (here: one failure, then the retry that succeeds)."""
-    await emu.fault(status=429, headers={"retry-after-ms": "1"})
+    await emu.faults(status=429, headers={"retry-after-ms": "1"})
     retrying = emu.client.with_options(max_retries=2)
     message = await retrying.messages.create(
         model=MODEL, max_tokens=16, messages=[user(text_block(5, "q"))]
@@ -87,7 +87,7 @@ async def test_faulted_request_does_not_touch_the_cache(emu: Emu) -> None:
     """A faulted request fails before any work: its breakpoint is not written, so the next
     identical request writes (does not read) the prefix."""
     system = [text_block(1100, "faulted", "5m")]
-    await emu.fault(status=500)
+    await emu.faults(status=500)
     with pytest.raises(anthropic.InternalServerError):
         await emu.create(system=system, messages=[user(text_block(5, "q"))])
     message = await emu.create(system=system, messages=[user(text_block(5, "q"))])
@@ -100,7 +100,7 @@ async def test_delay_lets_a_client_timeout_fire(emu: Emu) -> None:
     the request is logged once. Real sockets only: the in-process transport has no timeouts."""
     if emu.transport == "asgi":
         pytest.skip("httpx2.ASGITransport does not enforce timeouts")
-    await emu.fault(status=200, delay=1.0)
+    await emu.faults(status=200, delay=1.0)
     with pytest.raises(anthropic.APITimeoutError):
         await emu.client.with_options(timeout=httpx2.Timeout(0.2)).messages.create(
             model=MODEL, max_tokens=16, messages=[user(text_block(5, "q"))]
@@ -110,7 +110,7 @@ async def test_delay_lets_a_client_timeout_fire(emu: Emu) -> None:
 
 async def test_delay_without_timeout_still_answers(emu: Emu) -> None:
     """A short delay on a 200 only slows the answer down."""
-    await emu.fault(status=200, delay=0.05)
+    await emu.faults(status=200, delay=0.05)
     message = await emu.create(messages=[user(text_block(5, "q"))])
     assert message.stop_reason == "end_turn"
 
@@ -119,7 +119,7 @@ async def test_delay_without_timeout_still_answers(emu: Emu) -> None:
 async def test_an_invalid_body_kind_is_a_200_the_sdk_cannot_read(emu: Emu, stream: bool) -> None:
     """`kind: "invalid-body"`: a 200 whose JSON is cut off; the SDK fails to read it (not
     retried: the status was a success), and the request is logged once."""
-    await emu.fault(kind="invalid-body")
+    await emu.faults(kind="invalid-body")
     with pytest.raises(Exception) as caught:  # the SDK's own decode error
         params: MessageCreateParamsBase = {
             "model": MODEL,
@@ -139,7 +139,7 @@ async def test_a_reset_kind_drops_the_connection_in_process(emu: Emu) -> None:
     """`kind: "reset"`: no byte is answered. In process the SDK sees a connection error and
     retries it like any connection failure (every attempt logged); uvicorn cannot drop an
     ASGI request unanswered and sends a 500 instead."""
-    await emu.fault(kind="reset", count=3)
+    await emu.faults(kind="reset", count=3)
     client = emu.client.with_options(max_retries=0)
     error = (
         anthropic.APIConnectionError if emu.transport == "asgi" else anthropic.InternalServerError

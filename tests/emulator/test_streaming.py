@@ -129,7 +129,7 @@ async def test_cut_stream_ends_without_a_final_message(emu: Emu) -> None:
     """A stream cut after K events ("end" mode: the body ends cleanly, no message_stop): the
     SDK raises nothing, and `get_final_message()` returns the partial snapshot with
     stop_reason None. This is what a caller must detect as an interrupted stream."""
-    await emu.fault(cut_after_events=4)
+    await emu.faults(cut_after_events=4)
     async with emu.client.messages.stream(
         model=MODEL, max_tokens=256, messages=[user(text_block(5, "a long question"))]
     ) as stream:
@@ -147,7 +147,7 @@ async def test_aborted_stream_raises_in_the_sdk(emu: Emu) -> None:
     it raises the transport's RemoteProtocolError; the SDK does not wrap it."""
     if emu.transport == "asgi":
         pytest.skip("an in-process ASGI transport cannot express a dropped connection")
-    await emu.fault(cut_after_events=4, cut_mode="abort")
+    await emu.faults(cut_after_events=4, cut_mode="abort")
     with pytest.raises(httpx2.RemoteProtocolError):
         async with emu.client.messages.stream(
             model=MODEL, max_tokens=256, messages=[user(text_block(5, "q"))]
@@ -158,7 +158,7 @@ async def test_aborted_stream_raises_in_the_sdk(emu: Emu) -> None:
 async def test_error_event_mid_stream(emu: Emu) -> None:
     """ "Errors mid-stream: event: error / {"type":"error","error":{"type":"overloaded_error",
     "message":"Overloaded"}}": the SDK raises an APIStatusError carrying that body."""
-    await emu.fault(cut_after_events=3, error_event="overloaded_error")
+    await emu.faults(cut_after_events=3, error_event="overloaded_error")
     with pytest.raises(anthropic.APIStatusError) as info:
         async with emu.client.messages.stream(
             model=MODEL, max_tokens=256, messages=[user(text_block(5, "q"))]

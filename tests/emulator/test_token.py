@@ -5,15 +5,22 @@ own credentials as before."""
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anthropic
 import httpx2
 import pytest
+from sessiongen import SessionEngine, SessionStore
+from sessiongen._bind import UnusableToken, check_token
 from sessiongen.cli import main
 from sessiongen.emulator import BackgroundServer, create_app, serve
+from sessiongen.sample import SAMPLE_AGENT
 from sessiongen.server import InsecureBind
+from sessiongen.server import create_app as create_server_app
+from sessiongen.testing import ScriptedLLMClient
 
 from .conftest import ASGI_URL, MODEL
 
@@ -170,3 +177,45 @@ def test_the_bearer_token_both_servers_read(
     from sessiongen._bind import bearer_token
 
     assert bearer_token(headers) == token
+
+
+@pytest.mark.parametrize("placeholder", ["...", "<token>", "changeme", "  "])
+def test_a_placeholder_token_is_refused_where_it_comes_in(
+    placeholder: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`SESSIONGEN_EMULATOR_TOKEN=...` copied from a how-to would guard the admin API with a
+    token everyone has read: refused (exit 2, naming the variable) before anything binds,
+    and by the servers built in Python."""
+    monkeypatch.setenv(ENV, placeholder)
+    with pytest.raises(UnusableToken, match="placeholder"):
+        create_app(token=placeholder)
+    with socket.socket() as taken:  # were the token let through, nothing could be served
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        with pytest.raises(SystemExit) as exited:
+            main(["emulator", "--host", "127.0.0.1", "--port", port])
+        assert exited.value.code == 2
+        line = _one_line(capsys.readouterr().err)
+        assert f"${ENV}: {placeholder!r} is a placeholder, not a token; make one with" in line
+        with pytest.raises(UnusableToken, match="placeholder"):
+            serve(host="127.0.0.1", port=int(port), token=placeholder)
+    with pytest.raises(UnusableToken, match="placeholder"):
+        engine = SessionEngine(SessionStore(), ScriptedLLMClient(), [SAMPLE_AGENT])
+        create_server_app(engine, token=placeholder)
+
+
+def test_the_docs_show_no_token_a_reader_could_copy() -> None:
+    """Every `..._TOKEN=value` the README and the docs show is one the servers accept: a
+    command that makes a token, never a placeholder to paste."""
+    root = Path(__file__).resolve().parents[2]
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    shown = [
+        (page.name, value)
+        for page in pages
+        for value in re.findall(r"SESSIONGEN_(?:EMULATOR_)?TOKEN=(\S+)", page.read_text())
+    ]
+    assert ("README.md", "$(python") in shown  # the rule sees the README's command at all
+    for page, value in shown:
+        if not value.startswith("$("):
+            check_token(value, page)  # UnusableToken for a placeholder

@@ -168,7 +168,7 @@ def test_a_slow_walk_is_cut_at_the_deadline(workspace: Path) -> None:
         BUILTIN_TOOLS["grep"].execute(workspace, {"pattern": "zzz"}, ToolLimits(seconds=0.01))
 
 
-def _blocking_tool(started: threading.Event, release: threading.Event) -> Tool:
+def _blocking_tool(started: threading.Event, release: threading.Event) -> Tool[Any]:
     def run(scope: Any, args: Any) -> str:
         started.set()
         release.wait(timeout=10)
@@ -186,7 +186,7 @@ async def test_a_stuck_call_is_cut_at_its_limit_and_the_turn_goes_on(
     settles, and the thread left behind cannot keep the process alive (daemon)."""
     started, release = threading.Event(), threading.Event()
     tools = ToolRegistry(
-        [_blocking_tool(started, release), BUILTIN_TOOLS["read_file"]],
+        [_blocking_tool(started, release), BUILTIN_TOOLS["read_file"], BUILTIN_TOOLS["grep"]],
         limits=ToolLimits(seconds=0.2),
     )
     engine, scripted, _ = make_engine(tools=tools)
@@ -212,7 +212,9 @@ async def test_the_server_answers_while_a_tool_runs(
     """A tool call runs off the event loop: while one is running inside a prompt, the
     server's health route answers; with the tool on the loop, nothing would until it ends."""
     started, release = threading.Event(), threading.Event()
-    tools = ToolRegistry([_blocking_tool(started, release), BUILTIN_TOOLS["read_file"]])
+    tools = ToolRegistry(
+        [_blocking_tool(started, release), BUILTIN_TOOLS["read_file"], BUILTIN_TOOLS["grep"]]
+    )
     engine, scripted, _ = make_engine(tools=tools)
     scripted.queue([ScriptedReply.calling(("t1", "list_files", {})), ScriptedReply(text="done")])
     app = create_app(engine, workspace=workspace)

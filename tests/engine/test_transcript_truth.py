@@ -104,7 +104,7 @@ async def test_an_interrupted_steps_tool_calls_never_reach_the_transcript(tmp_pa
         lab.script({"text": "Let me read it.", "tool_calls": [{"name": "read_file", "input": {}}]})
         # The emulator streams this reply's text in several deltas; its 11th event closes
         # the tool_use block, and the stream then ends without message_stop.
-        lab.fault(cut_after_events=11)
+        lab.faults(cut_after_events=11)
         seen = _Seen(lab.llm)
         engine = lab.rebuild(llm=seen)
         session = engine.create_session("forge", workspace=lab.workspace)

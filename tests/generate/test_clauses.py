@@ -181,7 +181,7 @@ async def test_sg_inv_3_one_request_even_on_a_retrying_client(
     retrying = AnthropicLLMClient(emulated.llm.client.with_options(max_retries=2))
     engine = emulated.rebuild(llm=retrying)
     before = len(emulated.requests())
-    emulated.fault(status=529, count=3)
+    emulated.faults(status=529, count=3)
     with pytest.raises(ProviderOverloaded):
         await engine.generate(sid, PROMPT, warming=warming)
     assert len(emulated.requests()) == before + 1

@@ -66,7 +66,7 @@ async def test_context_overflow_mapped_from_the_provider(emulated: EmulatorLab) 
     session = engine.create_session("forge", workspace=emulated.workspace)
     # The emulator counts and sizes the window exactly as the engine does, so it only
     # disagrees when told to, as a provider with a real tokenizer can: its own 400 answer.
-    emulated.fault(status=400, message="prompt is too long: 200001 tokens > 200000 maximum")
+    emulated.faults(status=400, message="prompt is too long: 200001 tokens > 200000 maximum")
     before = engine.store.dump()
     with pytest.raises(ContextOverflow) as raised:
         await engine.generate(session.id, "hi")
@@ -94,7 +94,7 @@ async def test_instructions_blocked_before_any_call(emulated: EmulatorLab) -> No
 async def test_cut_stream_is_typed_and_changes_nothing(emulated: EmulatorLab) -> None:
     """SG-FAIL-6: a stream cut mid-way is ProviderStreamInterrupted; one request logged."""
     session = emulated.engine.create_session("forge", workspace=emulated.workspace)
-    emulated.fault(status=200, count=1, cut_after_events=3)
+    emulated.faults(status=200, count=1, cut_after_events=3)
     before = emulated.engine.store.dump()
     with pytest.raises(ProviderStreamInterrupted):
         await emulated.engine.generate(session.id, "hi")

@@ -130,7 +130,7 @@ async def test_law4_single_attempt_under_faults(
     engine = emulated.rebuild(llm=retrying)
     before_log = len(emulated.requests())
     before = engine.store.dump()
-    emulated.fault(status=status, count=3)
+    emulated.faults(status=status, count=3)
     with pytest.raises(error) as raised:
         await engine.generate(sid, PROMPT)
     logged = emulated.requests()
@@ -156,10 +156,10 @@ async def test_law4_single_attempt_on_success(emulated: EmulatorLab) -> None:
 class CountingTool:
     """Test double: wraps a real tool and counts executions."""
 
-    inner: Tool
+    inner: Tool[Any]
     runs: list[dict[str, Any]] = field(default_factory=list)
 
-    def as_tool(self) -> Tool:
+    def as_tool(self) -> Tool[Any]:
         def run(workspace: Any, args: Any) -> str:
             self.runs.append(args.model_dump())
             return self.inner.run(workspace, args)

@@ -25,6 +25,7 @@ async def test_result_fields(emulated: EmulatorLab) -> None:
         "model",
         "revision",
         "tool_results",
+        "below_cache_minimum",
     ]
     session = emulated.engine.create_session("forge", workspace=emulated.workspace)
     emulated.script({"text": "A title."})

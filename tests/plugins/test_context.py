@@ -48,7 +48,7 @@ async def test_ctx_session_generate_leaves_the_store_unchanged(lab: EmulatorLab)
     result = await keeps.ctx.session.generate(sid, "Give this session a title.", tag="title")
     assert result.revision == revision and result.text
     assert result.usage.cache_read_tokens > 0  # the turn's prefix, read
-    lab.fault(status=529)
+    lab.faults(status=529)
     with pytest.raises(ProviderOverloaded):
         await keeps.ctx.session.generate(sid, "Again.")
     assert engine.store.dump() == before  # a success and a failure, nothing stored

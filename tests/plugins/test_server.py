@@ -100,7 +100,7 @@ async def test_a_failed_turn_still_settles_for_the_plugins(lab: EmulatorLab) -> 
     app = create_app(host.engine, plugins=host)
     async with asgi_client(app) as client:
         sid = await create(client)
-        lab.fault(status=529)
+        lab.faults(status=529)
         failed = await client.post(f"/api/session/{sid}/prompt", json={"prompt": "Hi"})
     assert failed.status_code == 503
     assert watcher.settled == [(sid, lab.engine.store.read(sid).session.revision)]

@@ -173,7 +173,7 @@ async def test_provider_errors_carry_the_providers_status_and_request_id(
     session_id = await create(client)
     await client.post(f"/api/session/{session_id}/prompt", json={"prompt": "Hello"})
     before = lab.engine.store.dump()
-    lab.fault(status=529)
+    lab.faults(status=529)
     response = await client.post(f"/api/session/{session_id}/generate", json={"prompt": "Hi"})
     body = assert_problem(response, 503, "provider-overloaded")
     assert body["provider_status"] == 529
@@ -181,11 +181,11 @@ async def test_provider_errors_carry_the_providers_status_and_request_id(
     assert body["provider_error_type"] == "overloaded_error"
     assert body["retry_after"] is None and "retry-after" not in response.headers
     assert lab.engine.store.dump() == before
-    lab.fault(status=429, headers={"retry-after": "2.5"})
+    lab.faults(status=429, headers={"retry-after": "2.5"})
     limited = await client.post(f"/api/session/{session_id}/generate", json={"prompt": "Hi"})
     body = assert_problem(limited, 503, "provider-rate-limited")
     assert body["retry_after"] == 2.5 and limited.headers["retry-after"] == "3"
-    lab.fault(status=500)
+    lab.faults(status=500)
     turn = await client.post(f"/api/session/{session_id}/prompt", json={"prompt": "Again"})
     body = assert_problem(turn, 502, "provider-server-error")
     assert body["provider_status"] == 500 and body["provider_request_id"]

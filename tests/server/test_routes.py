@@ -110,6 +110,7 @@ async def test_three_generates_leave_the_session_and_read_the_shared_prefix(
             "model",
             "revision",
             "tool_results",
+            "below_cache_minimum",
         }
         assert len(lab.requests()) == logged + 1  # exactly one provider request
         assert result["revision"] == turn.json()["revision"]

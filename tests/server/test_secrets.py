@@ -61,11 +61,11 @@ async def test_the_api_key_appears_in_no_response_and_no_log(
                 {"status": 400, "message": f"invalid x-api-key: {FAKE_KEY}"},
                 {"cut_after_events": 2},
             ):
-                lab.fault(**fault)
+                lab.faults(**fault)
                 assert (
                     await call("POST", f"/api/session/{sid}/generate", json={"prompt": "Hi"}) >= 500
                 )
-            lab.fault(status=400, message=f"turn rejected for {FAKE_KEY}")
+            lab.faults(status=400, message=f"turn rejected for {FAKE_KEY}")
             assert await call("POST", f"/api/session/{sid}/prompt", json={"prompt": "x"}) == 502
             generate = {"prompt": "Hi", "tag": "explode"}
             assert await call("POST", f"/api/session/{sid}/generate", json=generate) == 500

@@ -27,11 +27,13 @@ async def test_start_ping_restart_and_stop(lab: EmulatorLab) -> None:
         cold = await client.post(f"/api/session/{sid}/warming")
         assert cold.status_code == 200
         assert cold.json()["watched"] and cold.json()["next_ping_at"] is None  # nothing cached
+        assert cold.json()["why_not_pinging"] == "no durable turn has settled yet"
         turn = await client.post(f"/api/session/{sid}/prompt", json={"prompt": "Hello"})
         assert turn.status_code == 200
         watched = (await client.get(f"/api/session/{sid}/warming")).json()
         assert watched["watched"] and watched["entries"] == []
         assert watched["now"] == 0 and watched["next_ping_at"] == 295  # 5 s before the TTL
+        assert watched["why_not_pinging"] is None
 
         before = lab.engine.store.dump()
         await keeper.advance_to(296)
@@ -54,6 +56,7 @@ async def test_start_ping_restart_and_stop(lab: EmulatorLab) -> None:
         assert stop.status_code == 204
         stopped = (await client.get(f"/api/session/{sid}/warming")).json()
         assert not stopped["watched"] and stopped["next_ping_at"] is None
+        assert stopped["why_not_pinging"] == "the session is not watched"
         assert len(stopped["entries"]) == 1  # the ledger stays
         assert await keeper.advance_to(3600) == []
 

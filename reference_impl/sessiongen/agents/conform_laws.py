@@ -116,7 +116,7 @@ class EmulatorAdmin:
     def script(self, *replies: Mapping[str, Any]) -> None:
         self._call("POST", "/_emulator/script", {"responses": list(replies)})
 
-    def fault(self, status: int) -> None:
+    def faults(self, status: int) -> None:
         self._call("POST", "/_emulator/faults", {"status": status, "count": 1})
 
     def requests(self, since: int = 0) -> list[Logged]:
@@ -257,7 +257,7 @@ class Kit:
         if reply is not None:
             self.emulator.script(reply)
         if fault is not None:
-            self.emulator.fault(fault)
+            self.emulator.faults(fault)
         prompt = self.prompt(text)
         outcome, logged = self.observe(
             lambda: self.adapter.generate(session_id, prompt.text, tools_policy=tools_policy)

@@ -136,6 +136,13 @@ class ModelInfo:
     and a 30-minute lifetime in place of the implicit breakpoints and retentions of the
     earlier models (None: those earlier rules)."""
 
+    def below_cache_minimum(self, prompt_tokens: int) -> bool:
+        """Whether a prompt of `prompt_tokens` input tokens is too short for any prefix of it
+        to be cached: under `min_cacheable_tokens`, the minimum a breakpoint's prefix must
+        reach, so such a prompt reads 0 and writes nothing whatever its breakpoints. 0 (no
+        usage reported) is no prompt, so not below."""
+        return 0 < prompt_tokens < self.min_cacheable_tokens
+
     def tool_prompt_tokens(self, tool_choice: str | None) -> int:
         """The tool-use system prompt for a request with tools and this tool choice type."""
         auto_none, any_tool = self.tool_system_prompt_tokens

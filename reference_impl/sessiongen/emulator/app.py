@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Scope
 
-from .._bind import BearerGate
+from .._bind import BearerGate, check_token
 from ..cache import storage_cost
 from ..providers import PROVIDERS
 from .errors import error_body, error_response
@@ -131,8 +131,7 @@ def create_app(state: EmulatorState | None = None, *, token: str | None = None) 
     `token`, everything but the provider routes (the `/_emulator` admin and fault endpoints)
     requires `Authorization: Bearer <token>`: what `sessiongen emulator` sets off
     loopback."""
-    if token is not None and not token:
-        raise ValueError("the token must not be empty")
+    check_token(token)  # UnusableToken (a ValueError): empty, or a placeholder
     emulator = state if state is not None else EmulatorState()
     app = FastAPI(
         title="sessiongen Anthropic emulator", docs_url=None, redoc_url=None, openapi_url=None

@@ -16,7 +16,7 @@ from types import TracebackType
 import uvicorn
 
 from .._bind import EMULATOR_TOKEN_ENV as TOKEN_ENV
-from .._bind import check_bind, probe
+from .._bind import check_bind, check_token, probe
 from .app import create_app
 from .state import EmulatorState
 
@@ -65,8 +65,7 @@ def serve(
     """
     if not 1 <= port <= 65535:
         raise ValueError(f"port must be from 1 to 65535, got {port}")
-    if token is not None and not token:
-        raise ValueError("the token must not be empty")
+    check_token(token)  # UnusableToken (a ValueError): empty, or a placeholder
     socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     check_emulator_bind(host, token)
     probe(host, port)

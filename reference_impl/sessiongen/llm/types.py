@@ -153,6 +153,9 @@ class Usage(FrozenModel):
 
 
 class ToolCall(FrozenModel):
+    """A tool call the model made: its call id, the tool's name and its input (the JSON
+    object the model wrote, validated against the tool's `args` only when it is run)."""
+
     id: str
     name: str
     input: dict[str, Any]

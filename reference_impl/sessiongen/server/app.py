@@ -35,7 +35,7 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._bind import BearerGate
+from .._bind import BearerGate, check_token
 from ..errors import (
     InvalidArgument,
     MethodNotAllowed,
@@ -46,7 +46,7 @@ from ..errors import (
     Unauthorized,
 )
 from ..llm.types import ToolCall
-from ..model import TextPart, ToolCallPart
+from ..model import ToolCallPart
 from ..plugins import (
     PluginErrorHandler,
     PluginHost,
@@ -174,13 +174,12 @@ class _Service:
         a full disk refuses the turn (`InsufficientStorage`, 507) before the prompt is
         stored, or says it was. The engine tells the plugins the turn ended."""
         drained = await self.engine.run(session_id, prompt)
-        last = drained.messages[-1].parts if drained.messages else ()
         return TurnResult(
             session_id=session_id,
             revision=drained.revision,
             steps=drained.steps,
             finish_reason=drained.finish_reason,
-            text="".join(p.text for p in last if isinstance(p, TextPart)),
+            text=drained.text,
             tool_calls=[
                 ToolCall(id=p.id, name=p.name, input=p.input)
                 for m in drained.messages
@@ -188,6 +187,7 @@ class _Service:
                 if isinstance(p, ToolCallPart)
             ],
             usage=drained.usage,
+            below_cache_minimum=drained.below_cache_minimum,
         )
 
     async def delete(self, session_id: str) -> None:
@@ -205,6 +205,7 @@ class _Service:
             watched=session_id in self.keeper.watched,
             now=self.keeper.clock.now(),
             next_ping_at=self.keeper.schedule(session_id),
+            why_not_pinging=self.keeper.why_not_pinging(session_id),
             total_cost_usd=ledger.total_cost_usd(session_id),
             entries=[
                 LedgerEntryView(
@@ -247,8 +248,7 @@ def create_app(
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be at least 1, got {max_body_bytes}")
-    if token is not None and not token:
-        raise ValueError("the token must not be empty")
+    check_token(token)  # UnusableToken (a ValueError): empty, or a placeholder
     if not engine.agents:
         raise ValueError("the engine has no agents")
     agent = default_agent or (

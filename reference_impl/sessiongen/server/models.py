@@ -109,6 +109,11 @@ class TurnResult(BaseModel):
         description="Tool calls the turn's steps made (each was run and settled)."
     )
     usage: Usage = Field(description="The turn's summed usage over its steps.")
+    below_cache_minimum: bool = Field(
+        default=False,
+        description="A step's prompt was under the model's minimum cacheable length: nothing "
+        "of it was cached.",
+    )
 
 
 class LedgerEntryView(BaseModel):
@@ -127,6 +132,9 @@ class WarmingView(BaseModel):
     watched: bool
     now: float
     next_ping_at: float | None
+    why_not_pinging: str | None = Field(
+        default=None, description="Why no ping is scheduled (None when one is)."
+    )
     total_cost_usd: float
     entries: list[LedgerEntryView]
 

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from ..errors import AgentNotFound
 from ..llm.types import LLMMessage
@@ -31,7 +32,7 @@ class Snapshot:
 
     session: Session
     agent: Agent
-    tools: tuple[Tool, ...]
+    tools: tuple[Tool[Any], ...]
     instructions: AssembledInstructions
     history: tuple[Message, ...]
     revision: int
@@ -96,7 +97,7 @@ class SessionContext:
         return Snapshot(
             session=record.session,
             agent=agent,
-            tools=self.tools.permitted(agent.tools),
+            tools=self.tools.permitted(agent.tools, agent=agent.name),
             instructions=assemble(sources, record.instructions),
             history=active.history,
             revision=record.session.revision,

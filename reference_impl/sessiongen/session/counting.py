@@ -11,15 +11,16 @@ the module.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from itertools import accumulate, compress, count
 from operator import is_not
 
-from ..catalog import ModelInfo, UnknownModel, get_model
+from ..catalog import ModelInfo, UnknownModel, get_model, is_known_model
 from ..errors import ContextOverflow
-from ..llm.types import Content, LLMMessage, LLMRequest, ToolCallContent
+from ..llm.types import Content, LLMMessage, LLMRequest, ToolCallContent, Usage
 from ..model import (
     AssistantMessage,
     CompactionMessage,
@@ -51,6 +52,30 @@ def counting_key(model: str) -> Hashable:
         return get_model(model)
     except UnknownModel:
         return model
+
+
+logger = logging.getLogger("sessiongen.engine")
+
+
+def below_cache_minimum(request: LLMRequest, usage: Usage) -> bool:
+    """Whether the prompt of a call (its whole input, as the provider billed it in `usage`)
+    was under the model's minimum cacheable length (`ModelInfo.below_cache_minimum`, from
+    the catalog), so nothing of it was cached: its cache reads are 0 and will stay 0 however
+    often it is sent. Said, when it was, as a warning on the `sessiongen.engine` logger."""
+    if not is_known_model(request.model):
+        return False  # a hook sent it to a model the catalog does not know: no minimum known
+    info = get_model(request.model)
+    tokens = usage.total_input_tokens
+    if not info.below_cache_minimum(tokens):
+        return False
+    logger.warning(
+        "the prompt (%d tokens) is under %s's minimum cacheable length (%d tokens): nothing "
+        "of it is cached, so it reads 0 from the cache and a warming ping would keep nothing",
+        tokens,
+        info.id,
+        info.min_cacheable_tokens,
+    )
+    return True
 
 
 def context_window(request: LLMRequest) -> int:

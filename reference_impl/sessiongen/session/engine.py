@@ -54,9 +54,10 @@ class SessionEngine:
         self.agents: dict[str, Agent] = (
             dict(agents) if isinstance(agents, Mapping) else {a.name: a for a in agents}
         )
+        self.tools = tools or ToolRegistry()
         for agent in self.agents.values():
             _check_model(agent)
-        self.tools = tools or ToolRegistry()
+            self.tools.permitted(agent.tools, agent=agent.name)  # ToolNotRegistered, now
         self.context = SessionContext(store, self.agents, self.tools)
         self.preparation = SessionModelRequest(hooks=list(hooks), cache_policy=cache_policy)
         self.runner = SessionRunner(store, llm, self.context, self.preparation, self.tools)

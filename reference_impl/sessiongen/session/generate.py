@@ -21,6 +21,7 @@ from ..model import InstructionMessage, Message, TextPart, UserMessage
 from ..tools import ToolRegistry, Workspace, run_tool_call
 from .admission import validate_prompt
 from .context import SessionContext
+from .counting import below_cache_minimum
 from .request import SessionModelRequest
 
 
@@ -82,6 +83,10 @@ class GenerateResult(FrozenModel):
     model: str
     revision: int
     tool_results: tuple[ToolResult, ...] = ()
+    below_cache_minimum: bool = False
+    """The prompt was under the model's minimum cacheable length (the model catalog's
+    `min_cacheable_tokens`): nothing of it was cached, so its cache reads are 0 and stay 0
+    (also logged as a warning on the `sessiongen.engine` logger)."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +202,7 @@ class SessionGenerate:
             model=response.model,
             revision=prepared.revision,
             tool_results=results,
+            below_cache_minimum=below_cache_minimum(prepared.request, response.usage),
         )
 
     async def _execute_isolated(

@@ -37,6 +37,7 @@ from ..tools import ToolRegistry
 from .admission import admission_events, promotion_events
 from .compaction import compact
 from .context import SessionContext, Snapshot
+from .counting import below_cache_minimum
 from .instructions import commit_event
 from .request import SessionModelRequest
 from .settlement import execute_tools, settle_stream
@@ -48,14 +49,26 @@ INTERRUPTED_BY_EXIT = "the process ended before the Step settled"
 @dataclass(frozen=True)
 class DrainResult:
     """What one drain did: the steps it ran, the last finish reason, the summed usage, the
-    session's revision when it ended (what a later `generate` reports unchanged), and its
-    Steps' messages as they settled."""
+    session's revision when it ended (what a later `generate` reports unchanged), its
+    Steps' messages as they settled, and `text`, the model's answer."""
 
     steps: int
     finish_reason: FinishReason | None
     usage: Usage = field(default_factory=Usage)
     revision: int = 0
     messages: tuple[AssistantMessage, ...] = ()
+    below_cache_minimum: bool = False
+    """A Step's prompt was under the model's minimum cacheable length (the model catalog's
+    `min_cacheable_tokens`): nothing of it was cached (also logged as a warning on the
+    `sessiongen.engine` logger)."""
+
+    @property
+    def text(self) -> str:
+        """The turn's answer: the text of its last Step (the earlier Steps' text came with
+        their tool calls; each is in `messages`). "" when that Step said nothing."""
+        if not self.messages:
+            return ""
+        return "".join(p.text for p in self.messages[-1].parts if isinstance(p, TextPart))
 
 
 @dataclass
@@ -124,6 +137,7 @@ class SessionRunner:
         finish: FinishReason | None = None
         step = 0
         step_ids: set[str] = set()  # the Steps this Drain opened
+        uncacheable = False
         while True:
             step += 1
             # Instructions before promotion, so an update sits before the prompt it
@@ -174,6 +188,7 @@ class SessionRunner:
                 self.store, session_id, step_message, self.llm.stream(request)
             )
             usage = usage + settled.usage
+            uncacheable = below_cache_minimum(request, settled.usage) or uncacheable
             finish = settled.finish_reason
             await execute_tools(
                 self.store,
@@ -192,4 +207,5 @@ class SessionRunner:
                         ran.insert(0, message)
                         if len(ran) == len(step_ids):
                             break
-                return DrainResult(step, finish, usage, record.session.revision, tuple(ran))
+                revision = record.session.revision
+                return DrainResult(step, finish, usage, revision, tuple(ran), uncacheable)

@@ -6,11 +6,14 @@ The names below are the public surface (docs/warming.md); the submodules say how
 """
 
 from .keeper import (
+    Clock,
+    EmulatorClock,
     FromPolicy,
     IdleSession,
     KeeperPolicy,
     LedgerEntry,
     MonotonicClock,
+    SettableClock,
     TtlSkiRental,
     WarmingKeeper,
     WarmingLedger,
@@ -46,6 +49,9 @@ from .traces.formats import FORMATS, load_trace
 from .traces.generator import SessionMix, generate_sessions
 
 __all__ = [
+    "Clock",
+    "EmulatorClock",
+    "SettableClock",
     "ParquetUnavailable",
     "write_events_jsonl",
     "write_events_parquet",

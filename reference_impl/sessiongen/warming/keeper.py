@@ -19,13 +19,15 @@ your own trace instead.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..cache import TTL, TTL_SECONDS
 from ..cache.pricing import cost, price
+from ..catalog import get_model, is_known_model
 from ..errors import SessiongenError, SessionNotFound
 from ..llm.types import Usage
 from ..model import AssistantMessage
@@ -34,19 +36,73 @@ from .policies import PING_MARGIN, History, Policy, Tracking
 from .traces import TraceRequest
 from .traces.generator import SessionMix, generate_sessions
 
+if TYPE_CHECKING:
+    import httpx
+
 KEEPALIVE_PROMPT = "Keep-alive: no answer is needed."
 WARMING_TAG = "warming"
 
+logger = logging.getLogger("sessiongen.warming")
+
 
 class Clock(Protocol):
-    """Where the keeper reads the time: the emulator's virtual clock in tests and notebooks,
-    `MonotonicClock` when served."""
+    """Where the keeper reads the time, in seconds (any origin, never going back): one
+    method, `now()`. `MonotonicClock` when served against a real provider; the emulator's
+    virtual clock in tests and notebooks (the lab's `lab.emulator.clock`), or, for an
+    emulator served as a process, `EmulatorClock(url)`, which reads it over HTTP."""
 
     def now(self) -> float: ...
 
 
 class SettableClock(Clock, Protocol):
+    """A clock the keeper can also move (`advance_by`, `advance_to`): `set(now)` jumps to
+    the absolute time `now` and returns it. Only a virtual clock is one."""
+
     def set(self, now: float) -> float: ...
+
+
+class EmulatorClock:
+    """The virtual clock of an emulator served over HTTP (`sessiongen emulator`, a
+    `BackgroundServer`), read and moved through its admin API, so a keeper's pings and the
+    emulator's cache lifetimes run on one time:
+
+    - `now()`: `GET {base_url}/_emulator/clock`, answered `{"now": seconds}`;
+    - `set(t)`: `POST {base_url}/_emulator/clock` with `{"now": t}` (or `{"advance": s}`
+      for a pause), answered `{"now": seconds}` after the move.
+
+    `token` is the emulator's admin token (`--token`, `SESSIONGEN_EMULATOR_TOKEN`), sent as
+    `Authorization: Bearer <token>`; an emulator on loopback without one needs none. Each
+    call blocks for one loopback request. Close it (`close()`, or `with`) when done."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 10.0) -> None:
+        import httpx  # startup: loaded with the first clock, not with sessiongen.warming
+
+        headers = {} if token is None else {"authorization": f"Bearer {token}"}
+        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
+
+    def _answer(self, response: httpx.Response) -> float:
+        response.raise_for_status()
+        now: float = response.json()["now"]
+        return now
+
+    def now(self) -> float:
+        return self._answer(self._http.get("/_emulator/clock"))
+
+    def set(self, now: float) -> float:
+        return self._answer(self._http.post("/_emulator/clock", json={"now": now}))
+
+    def advance(self, seconds: float) -> float:
+        """A pause of `seconds` (>= 0) on the emulator's clock; returns the new time."""
+        return self._answer(self._http.post("/_emulator/clock", json={"advance": seconds}))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> EmulatorClock:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 class MonotonicClock:
@@ -246,6 +302,7 @@ class WarmingKeeper:
         self._watched: set[str] = set()
         self._idle: dict[str, IdleSession] = {}
         self._due: dict[str, float] = {}
+        self._stopped: dict[str, str] = {}  # session -> why no ping is scheduled
 
     # --- which sessions -------------------------------------------------------------------
 
@@ -259,14 +316,33 @@ class WarmingKeeper:
         self._watched.discard(session_id)
         self._idle.pop(session_id, None)
         self._due.pop(session_id, None)
+        self._stopped.pop(session_id, None)
 
     @property
     def watched(self) -> frozenset[str]:
         return frozenset(self._watched)
 
     def schedule(self, session_id: str) -> float | None:
-        """When the session's next ping is due, if one is."""
+        """When the session's next ping is due, if one is (else `why_not_pinging` says why)."""
         return self._due.get(session_id)
+
+    def why_not_pinging(self, session_id: str) -> str | None:
+        """Why no ping of the session is scheduled, in one sentence; None when one is. The
+        reasons: it is not watched; no durable turn has settled; the last turn cached
+        nothing (its prompt under the model's minimum cacheable length, or no breakpoint);
+        the policy stopped; a ping failed; a turn is running. Each is also logged (INFO, on
+        the `sessiongen.warming` logger) when it happens."""
+        if session_id in self._due:
+            return None
+        if session_id not in self._watched:
+            return "the session is not watched"
+        return self._stopped.get(session_id, "no durable turn has settled yet")
+
+    def _stop(self, session_id: str, why: str) -> None:
+        """No ping of the session until its next turn, for the reason `why`."""
+        self._due.pop(session_id, None)
+        self._stopped[session_id] = why
+        logger.info("no warming ping scheduled for %s: %s", session_id, why)
 
     # --- turns ----------------------------------------------------------------------------
 
@@ -276,8 +352,9 @@ class WarmingKeeper:
             return
         self._due.pop(session_id, None)
         idle = self._idle_after_turn(session_id)
-        if idle is None:
+        if isinstance(idle, str):
             self._idle.pop(session_id, None)
+            self._stop(session_id, idle)
             return
         self._idle[session_id] = idle
         self._plan(idle)
@@ -290,7 +367,8 @@ class WarmingKeeper:
         finally:
             self.turn_finished(session_id)
 
-    def _idle_after_turn(self, session_id: str) -> IdleSession | None:
+    def _idle_after_turn(self, session_id: str) -> IdleSession | str:
+        """The session as idle after its last turn, or why there is nothing to keep warm."""
         record = self.engine.store.read(session_id)
         last = next(
             (
@@ -301,11 +379,19 @@ class WarmingKeeper:
             None,
         )
         if last is None:
-            return None
+            return "no durable turn has settled yet"
         usage = last.usage
         cached = usage.cache_read_tokens + usage.cache_write_tokens
         if cached == 0:
-            return None  # nothing is cached, so there is nothing to keep warm
+            tokens = usage.total_input_tokens
+            if is_known_model(last.model) and get_model(last.model).below_cache_minimum(tokens):
+                minimum = get_model(last.model).min_cacheable_tokens
+                return (
+                    f"the last turn's prompt ({tokens:,} tokens) is under {last.model}'s minimum "
+                    f"cacheable length ({minimum:,} tokens): nothing of it is cached, so there "
+                    "is nothing to keep warm"
+                )
+            return "the last turn cached nothing (no cache breakpoint), so nothing to keep warm"
         agent = self.engine.agents[record.session.agent]
         ttl: TTL = "1h" if usage.cache_write_1h_tokens > 0 else "5m"
         if usage.cache_write_tokens == 0:
@@ -318,7 +404,11 @@ class WarmingKeeper:
     def _plan(self, idle: IdleSession) -> None:
         due = self.policy.next_ping(idle)
         if due is None:
-            self._due.pop(idle.session_id, None)
+            self._stop(
+                idle.session_id,
+                f"the policy {self.policy.name!r} judged another ping not worth its cost "
+                f"after {idle.pings} ping{'' if idle.pings == 1 else 's'} in this idle gap",
+            )
         else:
             self._due[idle.session_id] = due
 
@@ -336,7 +426,7 @@ class WarmingKeeper:
                 continue
             if self.engine.drain_in_flight(session_id):
                 # Never ping into a running turn; when it settles, it restarts the schedule.
-                self._due.pop(session_id, None)
+                self._stop(session_id, "a durable turn is running; its end restarts the pings")
                 continue
             entry = await self._ping(session_id, now)
             if entry is not None:
@@ -353,7 +443,8 @@ class WarmingKeeper:
         except SessiongenError as error:  # a provider fault, a context that no longer fits...
             entry = LedgerEntry(session_id, now, None, Usage(), 0.0, error=str(error))
             self.ledger.record(entry)
-            self._due.pop(session_id, None)  # a failed ping ends this idle gap's schedule
+            # A failed ping ends this idle gap's schedule.
+            self._stop(session_id, f"the last ping failed ({error}); the next turn restarts them")
             return entry
         spent = cost(result.usage, idle.model)
         entry = LedgerEntry(session_id, now, result.revision, result.usage, spent)

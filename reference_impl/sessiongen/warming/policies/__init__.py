@@ -47,7 +47,7 @@ from .decision import (
     Policy as Policy,
 )
 from .decision import (
-    _Base as _Base,
+    PolicyBase as PolicyBase,
 )
 from .decision import (
     _just_before_expiry as _just_before_expiry,
@@ -91,7 +91,7 @@ def ttl_aware(ttl: TTL = "5m", horizon: float = 1800.0, margin: float = PING_MAR
     return Fixed(name, ttl, _just_before_expiry(ttl, horizon, margin))
 
 
-class SkiRental(_Base):
+class SkiRental(PolicyBase):
     """Ski rental: ping just before each expiry while the pings' cumulative cost stays below
     the cost of one rewrite of the prompt, then stop. The deterministic rent-or-buy rule: on
     any single gap it pays at most about twice what knowing the gap would have cost."""
@@ -108,7 +108,7 @@ class SkiRental(_Base):
         return self._decision
 
 
-class Selective1h(_Base):
+class Selective1h(PolicyBase):
     """5m, or 1h when the 1h premium on what this request writes is below `pings` pings of
     the whole prompt (what a 5m entry would spend to survive the same gap). No pings."""
 
@@ -124,7 +124,7 @@ class Selective1h(_Base):
         return Decision("1h" if premium < self._pings * self._rates.read * n else "5m")
 
 
-class GapOracle(_Base):
+class GapOracle(PolicyBase):
     """Offline yardstick: knows when each session's next request comes and picks, for every
     prompt on its own, the cheapest of 5m or 1h with just enough pings at each expiry, or
     letting the entry expire (and, unless `must_write`, no breakpoint at all). It writes
@@ -173,7 +173,7 @@ class GapOracle(_Base):
         return best[1]
 
 
-class Scheduled(_Base):
+class Scheduled(PolicyBase):
     """Offline: replays fixed decisions, one per trace request (the optimum's schedule). Its
     pings may rewrite, so they are sent exactly as scheduled."""
 
@@ -188,7 +188,7 @@ class Scheduled(_Base):
         return self._decisions[history.index]
 
 
-class AsRecorded(_Base):
+class AsRecorded(PolicyBase):
     """The policy the client really ran, read off each request's recorded usage
     (`TraceRequest.recorded`): the TTL it wrote with (1h where any write was 1h, else 5m); for
     a request that wrote nothing but read, the session's TTL so far (5m before any); no
@@ -238,7 +238,7 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
-class Learned(_Base):
+class Learned(PolicyBase):
     """Online expected-cost policy. For each turn depth (`_DEPTHS` groups: a session's first
     request, and its later ones) it keeps a life table of the gap from
     a request to its session's next one, built only from arrivals seen so far: sessions that
@@ -473,7 +473,7 @@ def default_experts(model: str = DEFAULT_MODEL) -> list[Policy]:
     ]
 
 
-class Tracking(_Base):
+class Tracking(PolicyBase):
     """Online: runs every expert policy (`default_experts`) in a shadow replay of the
     session history seen so far, and follows the one that has cost least (follow the
     leader). Each expert decides every request from its own shadow client state (what it

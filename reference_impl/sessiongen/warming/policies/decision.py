@@ -74,8 +74,9 @@ class Policy(Protocol):
     def decide(self, request: TraceRequest, history: History) -> Decision: ...
 
 
-class _Base:
-    """Defaults: online, stateless, pings never rewrite, no state across sessions."""
+class PolicyBase:
+    """What a `Policy` inherits unless it says otherwise: online, stateless, pings never
+    rewrite, no state across sessions (so a replay may shard it by session)."""
 
     name: str = ""
     online: bool = True
@@ -109,7 +110,7 @@ def _just_before_expiry(ttl: TTL, horizon: float, margin: float = PING_MARGIN) -
     )
 
 
-class Fixed(_Base):
+class Fixed(PolicyBase):
     """The same decision for every request."""
 
     def __init__(self, name: str, ttl: TTL | None, ping_offsets: Sequence[float] = ()) -> None:

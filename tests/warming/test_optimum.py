@@ -29,7 +29,7 @@ from sessiongen.warming.study.offline_optimum import (
     lower_bound_cost,
     optimum,
 )
-from sessiongen.warming.traces import Trace, TraceRequest
+from sessiongen.warming.traces import Trace, TraceRequest, WarmEntry
 from sessiongen.warming.traces.generator import generate_sessions
 
 from .test_replay import MODEL, Table, random_trace
@@ -140,6 +140,67 @@ def test_the_optimum_is_the_brute_force_minimum(name: str, must_write: bool) -> 
     family = _family(trace, must_write)
     assert all(d in options for d, options in zip(best.decisions, family, strict=True))
     assert best.planned_cost == _brute_force(trace, must_write)
+
+
+# Warm prefixes (cached before the trace, unbilled): a system block several sessions open
+# with, one read after its first request's entry died, and a prefix whose own entry is
+# alive with another TTL when it is put in again.
+WARM = {
+    "system": Trace(
+        "warm_system",
+        _trace(
+            ("a", 0, [1, 2], [1500, 300]),
+            ("b", 200, [1, 3], [1500, 200]),
+            ("a", 400, [1, 2, 4], [1500, 300, 100]),
+            ("c", 3000, [1, 5], [1500, 700]),
+        ).requests,
+        (WarmEntry(0, 0, "5m"), WarmEntry(3, 0, "1h")),
+    ),
+    "again": Trace(
+        "warm_again",
+        _trace(
+            ("a", 0, [1, 2], [1200, 900]),
+            ("a", 250, [1, 2, 3], [1200, 900, 40]),
+            ("b", 500, [1, 2, 6], [1200, 900, 50]),
+        ).requests,
+        (WarmEntry(0, 1, "1h"), WarmEntry(2, 1, "5m")),
+    ),
+}
+
+
+@pytest.mark.parametrize("must_write", [False, True])
+@pytest.mark.parametrize("name", sorted(WARM))
+def test_the_optimum_plans_with_warm_prefixes(name: str, must_write: bool) -> None:
+    """With prefixes cached before the trace, the optimum is still the brute-force minimum
+    of the family, every schedule replayed with the warm prefixes; nothing is caveated."""
+    trace = WARM[name]
+    best = optimum(trace, model=MODEL, must_write=must_write)
+    assert best.caveats == ()
+    assert best.planned_cost == integer_cost(best.result, MODEL)
+    assert best.planned_cost == _brute_force(trace, must_write)
+    assert lower_bound_cost(trace, model=MODEL) <= best.planned_cost
+
+
+def test_too_many_states_plan_without_the_warm_prefixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the state limit the program plans without the warm prefixes, replays that
+    schedule with them, and says so: a schedule, not the minimum."""
+    from sessiongen.warming.study import offline_optimum
+
+    trace = WARM["system"]
+    exact = optimum(trace, model=MODEL)
+    monkeypatch.setattr(offline_optimum, "_WARM_STATES", 0)
+    fallback = optimum(trace, model=MODEL)
+    assert [c for c in fallback.caveats if "prefixes cached before the trace" in c]
+    assert integer_cost(fallback.result, MODEL) >= exact.planned_cost
+    assert integer_cost(fallback.result, MODEL) >= lower_bound_cost(trace, model=MODEL)
+
+
+def test_a_warm_block_is_free_to_read_in_the_bound() -> None:
+    """The bound's per-block program lets a warm use read the block whatever came before:
+    one read (no write) for a block used once, warm."""
+    hour, five = TTL_SECONDS["1h"], TTL_SECONDS["5m"]
+    assert _block_cost([(0.0, True, True)], PRICES, hour, five) == PRICES.read
+    assert _block_cost([(0.0, True, False)], PRICES, hour, five) == PRICES.input
 
 
 class Recording:

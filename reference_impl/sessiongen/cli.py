@@ -895,6 +895,8 @@ def _print_table(result: ExperimentResult) -> None:
         )
     out = Console(highlight=False, markup=False)
     out.print(view)
+    for line in table.yardsticks():
+        out.print(line, soft_wrap=True)
     best = table.best_online()
     if table.part == "held_back":
         where = (

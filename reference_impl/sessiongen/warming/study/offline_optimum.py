@@ -42,14 +42,21 @@ canonical form is checked rather than assumed: the tests compare the optimum wit
 schedule of a richer family (other ping times, every TTL, pings that do write discarded),
 each replayed through the cache store.
 
+**Warm prefixes.** A trace may carry prefixes cached before it began (`Trace.warm`): a
+replay puts each in the cache, unbilled, just before its request. The program plans with
+them as requests of their own (`_with_warm_requests`: the TTL given, no cost, no pings), so
+the rules decide what they read, refresh and write exactly as for a request. A warm prefix
+that many later prompts reach (a system prompt) defeats the pruning; past `_WARM_STATES`
+states the program plans without the warm prefixes, and the optimum says so (`caveats`).
+
 **Client breakpoints.** A trace may carry breakpoints before each prompt's last block (a
-client marking its system prompt: `TraceRequest.breakpoints`) and prefixes cached before it
-began (`Trace.warm`). The program plans in the one-breakpoint model above, with nothing
-warm (`PreparedTrace.single`); the schedule it finds is then replayed with the client's
-breakpoints and the warm prefixes, as every policy is, and that replay is the `optimum` row. It is a schedule a
-client could run, so an upper bound on the best one with those breakpoints, not a proof of
-it: a policy can come in under it (a ratio below 1), and the lower bound stays a bound for
-every schedule, any breakpoints included.
+client marking its system prompt: `TraceRequest.breakpoints`). The program plans in the
+one-breakpoint model above (`PreparedTrace.single`); the schedule it finds is then replayed
+with the client's breakpoints, as every policy is, and that replay is the `optimum` row. It
+is a schedule a client could run, so an upper bound on the best one with those breakpoints,
+not a proof of it: a policy can come in under it (a ratio below 1; `Optimum.caveats` says
+why the plan is simpler than the replay), and the lower bound stays a bound for every
+schedule, any breakpoints and warm prefixes included.
 
 `optimum(..., must_write=True)` is the calibration variant: every prompt carries a
 breakpoint, as an online client that cannot know the prompt is never reused does.
@@ -75,7 +82,8 @@ only lowers the bound; and it is needed, because the request that reads the bloc
 its own entry covering it with a 1h breakpoint, the premium falling on the new blocks: a
 block written 5m at 0, read at 200 by a request that writes 1h and read again at 3,000 costs
 1.25 + 0.1 + 0.1 in reality, while a block whose TTL were fixed at its write would pay at
-least 2.1 (multiples of input at 0.1x reads). A request below the minimum pays input on every block. The per-block optimum is
+least 2.1 (multiples of input at 0.1x reads). A request below the minimum pays input on every block; a block of a warm prefix can be
+read at its request whatever came before (it was cached outside the trace). The per-block optimum is
 not a schedule in general (the blocks of one prompt may want different TTLs, pings or reads,
 while a request reads one prefix and writes the rest at one TTL), which is why the optimum
 above is computed on the rules and this is only its bound.
@@ -97,10 +105,11 @@ from ._grouping import connected
 
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
 _BATCHES = 16  # tasks an executor gets: a few per worker, for balance
-_WARM_STATES = 2000
+_WARM_STATES = 256
 """The most states the program keeps for a trace with warm prefixes before it plans without
 them: a prefix cached before the trace that many later prompts reach (a system prompt) keeps
-the dominance rule from pruning, and the states grow without bound."""
+the dominance rule from pruning, and the states grow without bound (past 400 by the 20th
+request of the committed 2.1 logs, where the rest plan in at most a few dozen)."""
 
 
 class _Prices:
@@ -600,16 +609,16 @@ def _caveats(prepared: PreparedTrace, single: PreparedTrace, model: str) -> tupl
     the optimum is planned in that very model (then no schedule of the family costs less)."""
     found = []
     if prepared.marked:
-        found.append("planned with one breakpoint per request, without the client's others")
+        found.append("one breakpoint per request (not the client's others)")
     if prepared.warm and not single.warm:
         found.append(
-            f"planned without the {len(prepared.warm):,} prefixes cached before the trace "
-            f"(with them the program's states passed {_WARM_STATES:,})"
+            f"without the {len(prepared.warm):,} prefixes cached before the trace (with "
+            f"them the program's states passed {_WARM_STATES:,})"
         )
     if any(priced_model(r.model, model)[0] != model for r in prepared.trace.requests):
-        found.append(f"planned at {model}'s prices, each request replayed at its own model's")
+        found.append(f"at {model}'s prices (each request replayed at its own model's)")
     if any(r.ttft for r in prepared.trace.requests):
-        found.append("planned with every write readable at once (no time to first token)")
+        found.append("every write readable at once (no time to first token)")
     return tuple(found)
 
 

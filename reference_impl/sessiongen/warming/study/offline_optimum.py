@@ -82,11 +82,12 @@ only lowers the bound; and it is needed, because the request that reads the bloc
 its own entry covering it with a 1h breakpoint, the premium falling on the new blocks: a
 block written 5m at 0, read at 200 by a request that writes 1h and read again at 3,000 costs
 1.25 + 0.1 + 0.1 in reality, while a block whose TTL were fixed at its write would pay at
-least 2.1 (multiples of input at 0.1x reads). A request below the minimum pays input on every block; a block of a warm prefix can be
-read at its request whatever came before (it was cached outside the trace). The per-block optimum is
-not a schedule in general (the blocks of one prompt may want different TTLs, pings or reads,
-while a request reads one prefix and writes the rest at one TTL), which is why the optimum
-above is computed on the rules and this is only its bound.
+least 2.1 (multiples of input at 0.1x reads). A request below the minimum pays input on
+every block; a block of a warm prefix can be read at its request whatever came before (it
+was cached outside the trace). The per-block optimum is not a schedule in general (the
+blocks of one prompt may want different TTLs, pings or reads, while a request reads one
+prefix and writes the rest at one TTL), which is why the optimum above is computed on the
+rules and this is only its bound.
 """
 
 from __future__ import annotations
@@ -426,7 +427,7 @@ def _prune(
 
 
 class _TooManyStates(Exception):
-    """The program's states passed `_Solve.limit`."""
+    """The program's states passed `_solve`'s limit."""
 
 
 def _solve(

@@ -24,6 +24,7 @@ from sessiongen.warming.study.offline_optimum import (
     _plan,
     _Prices,
     _solve,
+    _with_warm_requests,
     integer_cost,
     lower_bound,
     lower_bound_cost,
@@ -379,6 +380,7 @@ def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write:
         t = request.at
         total = tokens[q]
         key = plan.key[q]
+        warm = plan.forced.get(q)  # a warm entry: its TTL given, unbilled, no pings
         fresh: dict[_RefState, tuple[int, _RefChain | None]] = {}
         for (entries, pings), (cost, chain) in states.items():
             live = {e: (x, ttl) for e, x, ttl in entries}
@@ -394,7 +396,7 @@ def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write:
                 if entry in live:
                     live[entry] = (p + TTL_SECONDS[live[entry][1]], live[entry][1])
             live = {e: v for e, v in live.items() if v[0] >= t}
-            for ttl in choices:
+            for ttl in choices if warm is None else (warm,):
                 after = dict(live)
                 if ttl is None or key is None:
                     step = prices.input * total
@@ -408,8 +410,10 @@ def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write:
                     if key not in after:
                         after[key] = (t + TTL_SECONDS[ttl], ttl)
                 step += prices.output * request.output_tokens
+                if warm is not None:
+                    step = 0
                 options: list[tuple[float, ...]] = [()]
-                if ttl is not None and key is not None and key in after:
+                if ttl is not None and key is not None and key in after and warm is None:
                     expires, own = after[key]
                     life = TTL_SECONDS[own]
                     for target in plan.targets[q]:
@@ -441,10 +445,11 @@ def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write:
 
 
 def _both(trace: Trace, must_write: bool) -> tuple[int, int]:
-    """The pruned program's cost and the reference's, summed over the groups."""
-    prepared = prepare(trace).single()
+    """The pruned program's cost and the reference's, summed over the groups (warm entries
+    planned as `optimum` plans them, as forced requests)."""
+    planning, forced, _ = _with_warm_requests(prepare(trace).single())
     info = get_model(MODEL)
-    plan = _plan(prepared, info.min_cacheable_tokens)
+    plan = _plan(planning, info.min_cacheable_tokens, forced)
     pruned = reference = 0
     for members in _components(plan):
         pruned += _solve(_group(plan, members), PRICES, must_write)[0]
@@ -510,6 +515,29 @@ def test_pruning_keeps_the_optimum_on_random_traces(seed: int) -> None:
     for must_write in (False, True):
         pruned, reference = _both(trace, must_write)
         assert pruned == reference, must_write
+
+
+def _with_warm(trace: Trace, seed: int) -> Trace:
+    """`trace` with a prefix of a few requests' prompts cached before it, 5m or 1h."""
+    rng = random.Random(seed)
+    warm = []
+    for i, request in enumerate(trace.requests):
+        if rng.random() < 0.3:
+            block = rng.randrange(len(request.blocks))
+            warm.append(WarmEntry(i, block, rng.choice(("5m", "1h"))))
+    return Trace(trace.name, trace.requests, tuple(warm))
+
+
+@pytest.mark.parametrize("chunk", range(4) if LONG else range(1))
+def test_pruning_keeps_the_optimum_with_warm_prefixes(chunk: int) -> None:
+    """Warm entries are requests of the program that the dominance rule must not cut
+    wrongly either: tangled traces with prefixes cached before them, the pruned program
+    against the reference."""
+    for seed in range(200 * chunk, 200 * chunk + 200):
+        trace = _with_warm(_tangled_trace(seed), seed)
+        for must_write in (False, True):
+            pruned, reference = _both(trace, must_write)
+            assert pruned == reference, (seed, must_write)
 
 
 @pytest.mark.parametrize("chunk", range(10) if LONG else range(4))

@@ -14,8 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "03-cache-ttl-warming.ipynb"
 REAL_LOG = ROOT / "tests" / "warming" / "fixtures" / "real" / "claude-code" / "v2.1-subagents-dir"
-KNOBS = ("TRACE", "TRACE_FORMAT", "GENERATED_SESSIONS", "SEED", "MOONCAKE", "MODEL", "PRICES")
-KNOBS += ("SWEEPS", "LINGER", "GAP")
+KNOBS = ("TRACE", "TRACE_FORMAT", "GENERATED_SESSIONS", "SEED", "MOONCAKE", "MODEL", "PRICES",
+         "SWEEPS", "LINGER", "GAP")  # fmt: skip
 
 
 def _cells() -> list[dict[str, object]]:

@@ -73,6 +73,7 @@ SLOW = (
     "tests/generate/test_evidence.py::test_the_contracts_tables_are_the_fresh_measurement",
     "tests/providers/test_tools_policy_matrix.py",  # every policy on every provider's SDK
     "tests/warming/test_experiment_cli.py",  # the experiment on the Mooncake traces
+    "tests/warming/test_notebook_parameters.py",  # notebook 03 through papermill
     "tests/agents/test_real_agents.py",  # the real agent clients as processes
     "tests/agents/test_conform.py",  # `sessiongen serve` and broken servers on sockets
     "tests/agents/test_agents_cli.py",  # the command as a process

@@ -106,6 +106,23 @@ def test_a_passing_notebook_is_stored_as_the_repository_keeps_them(tmp_path: Pat
     assert "execution" not in cell["metadata"]
 
 
+def test_a_print_flushed_in_pieces_is_stored_as_one_output(tmp_path: Path) -> None:
+    """The kernel sends a line flushed in two pieces as two stream messages, and how a
+    print is cut depends on timing: stored, consecutive outputs of one stream are one, so a
+    fresh run leaves the notebook as committed (notebook 02 came back split otherwise)."""
+    source = (
+        "import sys, time\n"
+        "print('first half', end='')\nsys.stdout.flush()\ntime.sleep(0.2)\n"
+        "print(' second half')\nsys.stdout.flush()\ntime.sleep(0.2)\nprint('after')"
+    )
+    pieces = _notebook(tmp_path / "pieces.ipynb", source)
+    workbench.run_notebook(pieces, root=ROOT)
+    outputs = json.loads(pieces.read_text(encoding="utf-8"))["cells"][1]["outputs"]
+    assert [(o["name"], "".join(o["text"])) for o in outputs] == [
+        ("stdout", "first half second half\nafter\n")
+    ]
+
+
 def test_skip_notebooks_takes_no_notebook_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit:
         main(["workbench", "--skip-notebooks", "notebooks/05-return-shape.ipynb"])

@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
 from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
@@ -25,9 +26,10 @@ from ._choices import TRACE_FORMATS as FORMATS
 from .errors import SessiongenError
 
 if TYPE_CHECKING:
+    from .cache import TTL
     from .lab import Provider as LabProvider
     from .server.serving import Provider
-    from .warming.study.experiment import ExperimentResult
+    from .warming.study.experiment import ExperimentResult, Sweep
     from .warming.study.report import PolicyTable
     from .warming.traces import Trace
 
@@ -128,6 +130,38 @@ def fit_fraction(text: str) -> float:
     if not 0.0 <= number < 1.0:  # NaN fails too
         raise argparse.ArgumentTypeError(f"must be a number from 0 to below 1, got {text!r}")
     return number
+
+
+def ttl_seconds(text: str) -> tuple[str | None, float]:
+    """An argparse type: `SECONDS` (every swept TTL) or `TTL=SECONDS` (that TTL's sweep only),
+    a positive number of seconds."""
+    ttl, _, number = text.rpartition("=")
+    if ttl not in ("", "5m", "1h"):
+        raise argparse.ArgumentTypeError(f"the TTL must be 5m or 1h, got {ttl!r} in {text!r}")
+    try:
+        seconds = float(number)
+    except ValueError:
+        seconds = -1.0
+    if not 0.0 < seconds < float("inf"):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be SECONDS or TTL=SECONDS, > 0, got {text!r}")
+    return ttl or None, seconds
+
+
+def usd_per_mtok(text: str) -> float:
+    """An argparse type: a price in USD per million tokens, a finite number >= 0."""
+    try:
+        number = float(text)
+    except ValueError:
+        number = -1.0
+    if not 0.0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"must be a number >= 0 (USD per million tokens), got {text!r}"
+        )
+    return number
+
+
+PRICE_OPTIONS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
+"""The `--<kind>-price` options of `experiment warming`, as `cache.pricing.Price` names them."""
 
 
 def base_url(text: str) -> str:
@@ -465,6 +499,47 @@ def _run(argv: Sequence[str] | None) -> int:
         help="also write the default policy, fitted on the whole trace, here (JSON; for "
         "`sessiongen serve --warming-policy`)",
     )
+    knobs = warming.add_argument_group(
+        "model, prices and ping sweeps",
+        "Prices are the catalog's unless overridden; each --*-price changes that price of "
+        "--model for this run (and so prices every request at --model).",
+    )
+    knobs.add_argument(
+        "--model",
+        metavar="NAME",
+        help="price every request at this catalog model, whatever model the log names "
+        "(default: each request at its own, claude-sonnet-4-6 where it names none)",
+    )
+    for kind in PRICE_OPTIONS:
+        knobs.add_argument(
+            f"--{kind.replace('_', '-')}-price",
+            dest=f"{kind}_price",
+            type=usd_per_mtok,
+            metavar="USD",
+            help=f"the {kind.replace('_', ' ')} price, USD per million tokens",
+        )
+    knobs.add_argument(
+        "--ttl",
+        action="append",
+        choices=("5m", "1h"),
+        help="sweep ping intervals for this TTL (repeatable; default both 5m and 1h)",
+    )
+    knobs.add_argument(
+        "--ping-interval",
+        action="append",
+        type=ttl_seconds,
+        metavar="[TTL=]SECONDS",
+        help="a ping interval to sweep (repeatable; TTL= for one TTL's grid only; default a "
+        "grid from a twentieth of the TTL to just past it)",
+    )
+    knobs.add_argument(
+        "--horizon",
+        action="append",
+        type=ttl_seconds,
+        metavar="[TTL=]SECONDS",
+        help="how long pings go on after each request (TTL= for one TTL; default 1800 for "
+        "5m, 7200 for 1h)",
+    )
 
     bench_tooling = _tooling("bench")
     bench_names = bench_tooling.NAMES if bench_tooling is not None else None
@@ -616,6 +691,20 @@ def _run(argv: Sequence[str] | None) -> int:
             warming.error("argument --seed: only with --generate")
         if args.generate is not None and args.format is not None:
             warming.error("argument --format: only with --trace")
+        prices = {
+            kind: getattr(args, f"{kind}_price")
+            for kind in PRICE_OPTIONS
+            if getattr(args, f"{kind}_price") is not None
+        }
+        model = args.model
+        if model is not None or prices:
+            # startup: the command line loads only what the command it runs needs
+            from .catalog import is_known_model, nearest_models
+
+            model = model or "claude-sonnet-4-6"
+            if not is_known_model(model):
+                near = ", ".join(nearest_models(model, "anthropic"))
+                warming.error(f"argument --model: not a catalog model: {model!r} (nearest: {near})")
         return _warming_experiment(
             args.trace,
             args.format,
@@ -624,6 +713,9 @@ def _run(argv: Sequence[str] | None) -> int:
             args.out,
             args.fit_fraction,
             args.save_policy,
+            model=model,
+            prices=prices,
+            sweeps=_sweeps(warming, args.ttl, args.ping_interval, args.horizon),
         )
     if args.command == "demo":
         # startup: the command line loads only what the command it runs needs
@@ -832,6 +924,30 @@ def _load(trace_path: Path | None, format: str, sessions: int | None, seed: int 
     return load_trace(trace_path, cast(TraceFormat, format))  # argparse checked the choice
 
 
+def _sweeps(
+    parser: argparse.ArgumentParser,
+    ttls: list[str] | None,
+    intervals: list[tuple[str | None, float]] | None,
+    horizons: list[tuple[str | None, float]] | None,
+) -> tuple[Sweep, ...]:
+    """The interval sweeps `--ttl`, `--ping-interval` and `--horizon` ask for."""
+    # startup: the command line loads only what the command it runs needs
+    from .warming.study.experiment import HORIZONS
+
+    chosen = list(dict.fromkeys(ttls or HORIZONS))
+    for option, given in (("--ping-interval", intervals), ("--horizon", horizons)):
+        stray = [ttl for ttl, _ in given or () if ttl is not None and ttl not in chosen]
+        if stray:
+            parser.error(f"argument {option}: {stray[0]}= but --ttl does not sweep {stray[0]}")
+    sweeps: list[Sweep] = []
+    for ttl in chosen:
+        kind = cast("TTL", ttl)  # argparse checked the choice
+        mine = [s for t, s in horizons or () if t in (None, kind)]
+        grid = tuple(sorted({s for t, s in intervals or () if t in (None, kind)}))
+        sweeps.append((kind, mine[-1] if mine else HORIZONS[kind], grid or None))
+    return tuple(sweeps)
+
+
 def _warming_experiment(
     trace_path: Path | None,
     format: str,
@@ -840,6 +956,10 @@ def _warming_experiment(
     out: Path,
     fit_fraction: float = 0.5,
     save_policy: Path | None = None,
+    *,
+    model: str | None = None,
+    prices: dict[str, float] | None = None,
+    sweeps: Sequence[Sweep] | None = None,
 ) -> int:
     """`sessiongen experiment warming`: run it under a progress bar on stderr (silent when
     stderr is not a terminal), then print the policy table and the summary on stdout."""
@@ -848,17 +968,22 @@ def _warming_experiment(
 
     # startup: the command line loads only what the command it runs needs
     from ._progress import progress_bar
-    from .warming.study.experiment import experiment_steps, run_warming_experiment
+    from .cache.pricing import override_price
+    from .warming.study.experiment import SWEEPS, experiment_steps, run_warming_experiment
     from .warming.study.plots import PlotsUnavailable, require_matplotlib
     from .warming.traces.events import ParquetUnavailable
     from .warming.traces.formats import article
 
     errors = Console(stderr=True)
     where = trace_path if trace_path is not None else "the generated trace"
+    sweeps = sweeps or SWEEPS
     try:
         require_matplotlib()  # before loading: a missing extra should not cost a wait
-        with progress_bar(errors) as bar:
-            total = experiment_steps(fit_fraction=fit_fraction)
+        with progress_bar(errors) as bar, ExitStack() as priced:
+            if prices:
+                assert model is not None  # main() sets it with any price
+                priced.enter_context(override_price(model, **prices))
+            total = experiment_steps(model=model, fit_fraction=fit_fraction, sweeps=sweeps)
             task = bar.add_task("loading the trace", total=total)
             started = False
 
@@ -872,10 +997,16 @@ def _warming_experiment(
             trace = _load(trace_path, format, sessions, seed)
             if not trace.requests:
                 raise ValueError(f"{where}: the {format} trace has no requests: nothing to compare")
-            total = experiment_steps(trace, fit_fraction=fit_fraction)
+            total = experiment_steps(trace, model, fit_fraction=fit_fraction, sweeps=sweeps)
             bar.update(task, total=total)
             result = run_warming_experiment(
-                trace, out, fit_fraction=fit_fraction, save_policy=save_policy, progress=step
+                trace,
+                out,
+                fit_fraction=fit_fraction,
+                save_policy=save_policy,
+                progress=step,
+                model=model,
+                sweeps=sweeps,
             )
             bar.update(task, completed=total)
     except (PlotsUnavailable, ParquetUnavailable) as exc:  # a missing extra, named
@@ -938,6 +1069,8 @@ def _print_table(result: ExperimentResult) -> None:
         )
     out = Console(highlight=False, markup=False)
     out.print(view)
+    for line in table.yardsticks():
+        out.print(line, soft_wrap=True)
     best = table.best_online()
     if table.part == "held_back":
         where = (

@@ -425,3 +425,88 @@ def test_a_trace_read_as_the_wrong_format_names_the_format_it_looks_like(actual:
         assert message.endswith(
             f"looks like {article(actual)} {actual} trace: --format {actual}"
         ), (wrong, message)
+
+
+def test_the_knobs_are_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["experiment", "warming", "--help"])
+    shown = capsys.readouterr().out
+    for option in (
+        "--ttl",
+        "--ping-interval",
+        "--horizon",
+        "--model",
+        "--input-price",
+        "--cache-write-5m-price",
+        "--cache-write-1h-price",
+        "--cache-read-price",
+        "--output-price",
+    ):
+        assert option in shown, option
+
+
+def test_the_sweep_is_the_one_asked_for(tmp_path: Path) -> None:
+    run = _run(
+        "--generate", "3", "--fit-fraction", "0", "--ttl", "5m", "--ping-interval", "100",
+        "--ping-interval", "5m=250", "--horizon", "900", out=tmp_path,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    rows = [
+        (r["ttl"], float(r["interval"]), float(r["horizon"])) for r in run.rows("intervals.csv")
+    ]
+    assert rows == [("5m", 100.0, 900.0), ("5m", 250.0, 900.0)]
+
+
+def test_a_price_option_overrides_the_catalog_for_the_run_only(tmp_path: Path) -> None:
+    """`--input-price` changes what `no_cache` (every token input) costs, at `--model`'s
+    other prices, and leaves the catalog as it was."""
+    from sessiongen.cache import price
+
+    model = "claude-opus-4-6"
+    before = price(model)
+    plain = _run("--generate", "3", "--fit-fraction", "0", "--model", model, out=tmp_path / "a")
+    dearer = _run(
+        "--generate", "3", "--fit-fraction", "0", "--model", model, "--input-price",
+        str(before.input * 3), out=tmp_path / "b",
+    )  # fmt: skip
+    assert plain.code == dearer.code == 0, dearer.err
+    assert dearer.costs()["no_cache"] == pytest.approx(3 * plain.costs()["no_cache"])
+    [row] = [r for r in plain.rows() if r["policy"] == "no_cache"]
+    assert plain.costs()["no_cache"] == pytest.approx(int(row["input_tokens"]) * before.input / 1e6)
+    assert price(model) == before
+
+
+def test_the_model_option_prices_every_request_at_it(tmp_path: Path) -> None:
+    sonnet = _run("--generate", "3", "--fit-fraction", "0", out=tmp_path / "a")
+    opus = _run("--generate", "3", "--fit-fraction", "0", "--model", "claude-opus-4-1",
+                out=tmp_path / "b")  # fmt: skip
+    assert opus.code == 0, opus.err
+    assert "claude-opus-4-1 prices" in opus.out
+    assert opus.costs()["no_cache"] == pytest.approx(5 * sonnet.costs()["no_cache"])
+
+
+def test_the_table_says_what_each_yardstick_is(generated: Run) -> None:
+    lines = generated.out.splitlines()
+    assert any(line.startswith("optimum (ratio 1): the cheapest schedule") for line in lines)
+    assert any(line.startswith("lower_bound (ratio 0.") for line in lines)
+
+
+def test_the_calibration_figure_counts_the_whole_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a split, the policy figures are of the held-back part but the calibration is of
+    the whole trace, and its title says so (it said the held-back part's 19 of 28)."""
+    from sessiongen.warming.study import plots
+
+    titles: list[str] = []
+    draw = plots.calibration
+
+    def recording(rows: object, *, title: str | None = None) -> object:
+        titles.append(title or "")
+        return draw(rows, title=title)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plots, "calibration", recording)
+    trace = load_trace(FIXTURES / "real" / "claude-code" / "v1.0-in-file-subagents", "claude-code")
+    run_warming_experiment(trace, tmp_path, fit_fraction=0.5)
+    [title] = titles
+    assert f"{len(trace.requests)} requests with recorded usage of {len(trace.requests)}" in title

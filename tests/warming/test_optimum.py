@@ -24,12 +24,13 @@ from sessiongen.warming.study.offline_optimum import (
     _plan,
     _Prices,
     _solve,
+    _with_warm_requests,
     integer_cost,
     lower_bound,
     lower_bound_cost,
     optimum,
 )
-from sessiongen.warming.traces import Trace, TraceRequest
+from sessiongen.warming.traces import Trace, TraceRequest, WarmEntry
 from sessiongen.warming.traces.generator import generate_sessions
 
 from .test_replay import MODEL, Table, random_trace
@@ -140,6 +141,67 @@ def test_the_optimum_is_the_brute_force_minimum(name: str, must_write: bool) -> 
     family = _family(trace, must_write)
     assert all(d in options for d, options in zip(best.decisions, family, strict=True))
     assert best.planned_cost == _brute_force(trace, must_write)
+
+
+# Warm prefixes (cached before the trace, unbilled): a system block several sessions open
+# with, one read after its first request's entry died, and a prefix whose own entry is
+# alive with another TTL when it is put in again.
+WARM = {
+    "system": Trace(
+        "warm_system",
+        _trace(
+            ("a", 0, [1, 2], [1500, 300]),
+            ("b", 200, [1, 3], [1500, 200]),
+            ("a", 400, [1, 2, 4], [1500, 300, 100]),
+            ("c", 3000, [1, 5], [1500, 700]),
+        ).requests,
+        (WarmEntry(0, 0, "5m"), WarmEntry(3, 0, "1h")),
+    ),
+    "again": Trace(
+        "warm_again",
+        _trace(
+            ("a", 0, [1, 2], [1200, 900]),
+            ("a", 250, [1, 2, 3], [1200, 900, 40]),
+            ("b", 500, [1, 2, 6], [1200, 900, 50]),
+        ).requests,
+        (WarmEntry(0, 1, "1h"), WarmEntry(2, 1, "5m")),
+    ),
+}
+
+
+@pytest.mark.parametrize("must_write", [False, True])
+@pytest.mark.parametrize("name", sorted(WARM))
+def test_the_optimum_plans_with_warm_prefixes(name: str, must_write: bool) -> None:
+    """With prefixes cached before the trace, the optimum is still the brute-force minimum
+    of the family, every schedule replayed with the warm prefixes; nothing is caveated."""
+    trace = WARM[name]
+    best = optimum(trace, model=MODEL, must_write=must_write)
+    assert best.caveats == ()
+    assert best.planned_cost == integer_cost(best.result, MODEL)
+    assert best.planned_cost == _brute_force(trace, must_write)
+    assert lower_bound_cost(trace, model=MODEL) <= best.planned_cost
+
+
+def test_too_many_states_plan_without_the_warm_prefixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the state limit the program plans without the warm prefixes, replays that
+    schedule with them, and says so: a schedule, not the minimum."""
+    from sessiongen.warming.study import offline_optimum
+
+    trace = WARM["system"]
+    exact = optimum(trace, model=MODEL)
+    monkeypatch.setattr(offline_optimum, "_WARM_STATES", 0)
+    fallback = optimum(trace, model=MODEL)
+    assert [c for c in fallback.caveats if "prefixes cached before the trace" in c]
+    assert integer_cost(fallback.result, MODEL) >= exact.planned_cost
+    assert integer_cost(fallback.result, MODEL) >= lower_bound_cost(trace, model=MODEL)
+
+
+def test_a_warm_block_is_free_to_read_in_the_bound() -> None:
+    """The bound's per-block program lets a warm use read the block whatever came before:
+    one read (no write) for a block used once, warm."""
+    hour, five = TTL_SECONDS["1h"], TTL_SECONDS["5m"]
+    assert _block_cost([(0.0, True, True)], PRICES, hour, five) == PRICES.read
+    assert _block_cost([(0.0, True, False)], PRICES, hour, five) == PRICES.input
 
 
 class Recording:
@@ -318,6 +380,7 @@ def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write:
         t = request.at
         total = tokens[q]
         key = plan.key[q]
+        warm = plan.forced.get(q)  # a warm entry: its TTL given, unbilled, no pings
         fresh: dict[_RefState, tuple[int, _RefChain | None]] = {}
         for (entries, pings), (cost, chain) in states.items():
             live = {e: (x, ttl) for e, x, ttl in entries}
@@ -333,7 +396,7 @@ def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write:
                 if entry in live:
                     live[entry] = (p + TTL_SECONDS[live[entry][1]], live[entry][1])
             live = {e: v for e, v in live.items() if v[0] >= t}
-            for ttl in choices:
+            for ttl in choices if warm is None else (warm,):
                 after = dict(live)
                 if ttl is None or key is None:
                     step = prices.input * total
@@ -347,8 +410,10 @@ def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write:
                     if key not in after:
                         after[key] = (t + TTL_SECONDS[ttl], ttl)
                 step += prices.output * request.output_tokens
+                if warm is not None:
+                    step = 0
                 options: list[tuple[float, ...]] = [()]
-                if ttl is not None and key is not None and key in after:
+                if ttl is not None and key is not None and key in after and warm is None:
                     expires, own = after[key]
                     life = TTL_SECONDS[own]
                     for target in plan.targets[q]:
@@ -380,10 +445,11 @@ def _reference_solve(plan: _Plan, group: list[int], prices: _Prices, must_write:
 
 
 def _both(trace: Trace, must_write: bool) -> tuple[int, int]:
-    """The pruned program's cost and the reference's, summed over the groups."""
-    prepared = prepare(trace).single()
+    """The pruned program's cost and the reference's, summed over the groups (warm entries
+    planned as `optimum` plans them, as forced requests)."""
+    planning, forced, _ = _with_warm_requests(prepare(trace).single())
     info = get_model(MODEL)
-    plan = _plan(prepared, info.min_cacheable_tokens)
+    plan = _plan(planning, info.min_cacheable_tokens, forced)
     pruned = reference = 0
     for members in _components(plan):
         pruned += _solve(_group(plan, members), PRICES, must_write)[0]
@@ -449,6 +515,29 @@ def test_pruning_keeps_the_optimum_on_random_traces(seed: int) -> None:
     for must_write in (False, True):
         pruned, reference = _both(trace, must_write)
         assert pruned == reference, must_write
+
+
+def _with_warm(trace: Trace, seed: int) -> Trace:
+    """`trace` with a prefix of a few requests' prompts cached before it, 5m or 1h."""
+    rng = random.Random(seed)
+    warm = []
+    for i, request in enumerate(trace.requests):
+        if rng.random() < 0.3:
+            block = rng.randrange(len(request.blocks))
+            warm.append(WarmEntry(i, block, rng.choice(("5m", "1h"))))
+    return Trace(trace.name, trace.requests, tuple(warm))
+
+
+@pytest.mark.parametrize("chunk", range(4) if LONG else range(1))
+def test_pruning_keeps_the_optimum_with_warm_prefixes(chunk: int) -> None:
+    """Warm entries are requests of the program that the dominance rule must not cut
+    wrongly either: tangled traces with prefixes cached before them, the pruned program
+    against the reference."""
+    for seed in range(200 * chunk, 200 * chunk + 200):
+        trace = _with_warm(_tangled_trace(seed), seed)
+        for must_write in (False, True):
+            pruned, reference = _both(trace, must_write)
+            assert pruned == reference, (seed, must_write)
 
 
 @pytest.mark.parametrize("chunk", range(10) if LONG else range(4))

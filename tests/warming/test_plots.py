@@ -51,3 +51,24 @@ def test_without_an_outlier_nothing_is_cut() -> None:
     axes = plots.cost_by_policy(ROWS[:4]).axes[0]
     assert not any("cut" in t.get_text() for t in axes.texts)
     assert axes.get_xlim()[1] > 1.45
+
+
+def test_the_fingerprint_changes_with_the_numbers_not_with_drawing() -> None:
+    """Notebooks print it beside each figure so nbval, which skips PNGs, compares it: the
+    same rows give the same digest (drawn or not), one cost moved gives another, as does
+    another title."""
+    import dataclasses
+    import io
+
+    rows = ROWS
+    figure = plots.cost_by_policy(rows, title="t")
+    before = plots.fingerprint(figure)
+    figure.savefig(io.BytesIO(), format="png")
+    assert (
+        plots.fingerprint(figure)
+        == before
+        == plots.fingerprint(plots.cost_by_policy(rows, title="t"))
+    )
+    moved = [*rows[:2], dataclasses.replace(rows[2], ratio_to_optimum=1.08), *rows[3:]]
+    assert plots.fingerprint(plots.cost_by_policy(moved, title="t")) != before
+    assert plots.fingerprint(plots.cost_by_policy(rows, title="u")) != before

@@ -559,8 +559,7 @@ async def test_a_warm_entry_is_its_whole_prefix_with_its_ttl(emulator: Emulator)
 def test_a_warm_entry_goes_in_before_its_request_only() -> None:
     """The warm prefix is put in the cache just before its request, not again at that
     request's pings: a ping 10 minutes on, after the 5m warm entry expired, writes the
-    whole prompt again. The optimum's planning model (`single()`) has nothing warm, even
-    for a trace marked on its last blocks only."""
+    whole prompt again. The optimum's planning model (`single()`) keeps the warm entries."""
     from sessiongen.warming.traces import WarmEntry
 
     x = TraceRequest("x", 0.0, (0, 1), (1500, 500), 20)
@@ -573,14 +572,14 @@ def test_a_warm_entry_goes_in_before_its_request_only() -> None:
     assert (ping.cache_read_input_tokens, ping.cache_creation_input_tokens) == (0, 2000)
     prepared = prepare(trace)
     assert not prepared.marked and prepared.warm
-    assert prepared.single().warm == {}
+    assert prepared.single().warm == prepared.warm
 
 
-def test_the_optimum_row_replays_the_warm_prefixes_without_client_breakpoints() -> None:
-    """A trace with no client breakpoints but a warm prefix: the optimum plans with nothing
-    warm (x writes its prompt, its next request reads it), and its row replays that schedule
-    with the warm prefix, so x's first request reads it too."""
-    from sessiongen.warming.study.offline_optimum import optimum
+def test_the_optimum_plans_with_the_warm_prefixes() -> None:
+    """A trace with no client breakpoints but a warm prefix: the optimum plans with it (x's
+    first request reads it, its next one reads x's first prompt), so the row is that plan
+    and costs less than the plan without the warm prefix, replayed with it."""
+    from sessiongen.warming.study.offline_optimum import integer_cost, optimum
     from sessiongen.warming.traces import WarmEntry
 
     first = TraceRequest("x", 0.0, (0, 1), (1500, 500), 20)
@@ -588,7 +587,7 @@ def test_the_optimum_row_replays_the_warm_prefixes_without_client_breakpoints() 
     trace = Trace("warm_plain", (first, second), (WarmEntry(0, 1, "5m"),))
     assert not prepare(trace).marked
     best = optimum(trace, model=MODEL)
-    planned = optimum(prepare(trace).single(), model=MODEL)
-    assert planned.result.tokens.cache_read == 2000
-    assert best.decisions == planned.decisions
+    cold = optimum(Trace("cold", trace.requests), model=MODEL)
     assert best.result.tokens.cache_read == 4000
+    assert best.planned_cost == integer_cost(best.result, MODEL) < cold.planned_cost
+    assert best.caveats == ()

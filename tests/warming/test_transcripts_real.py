@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sessiongen.warming.traces import TraceRequest
+from sessiongen.warming.traces import Trace, TraceRequest
 from sessiongen.warming.traces.formats import load_trace
 
 REAL = Path(__file__).parent / "fixtures" / "real"
@@ -206,5 +206,5 @@ def test_a_prefix_read_before_the_log_begins_is_warm_in_the_replay() -> None:
     assert sum(first.block_tokens[: entry.block + 1]) == 14874
     row = calibrate(trace).rows[0]
     assert (row.real_cache_read_tokens, row.predicted_cache_read_tokens) == (14874, 14874)
-    cold = prepare(trace).single()  # the optimum's model: nothing warm (and one breakpoint)
+    cold = prepare(Trace(trace.name, trace.requests))  # without the warm prefix
     assert not cold.warm and calibrate(cold).rows[0].predicted_cache_read_tokens == 0

@@ -429,13 +429,34 @@ async def execute_notebook(
 
 def store_notebook(path: Path, notebook: NotebookNode) -> None:
     """Store executed outputs in place as the repository keeps them (nbformat's JSON,
-    indent 1, a final newline, no per-cell timing metadata)."""
+    indent 1, a final newline, no per-cell timing metadata, consecutive stream outputs of
+    one stream as one: how the kernel happened to flush a print is not an output, and
+    split differently on another run it left git dirty)."""
     import nbformat
 
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = _coalesced(cell.outputs)
     text: str = nbformat.writes(notebook)  # type: ignore[no-untyped-call]
     path.write_text(text + "\n", encoding="utf-8")
+
+
+def _coalesced(outputs: list[Any]) -> list[Any]:
+    """`outputs` with each run of stream outputs to the same stream merged into the first."""
+    merged: list[Any] = []
+    for output in outputs:
+        last = merged[-1] if merged else None
+        if (
+            output.get("output_type") == "stream"
+            and last is not None
+            and last.get("output_type") == "stream"
+            and last.get("name") == output.get("name")
+        ):
+            last["text"] = _text(last["text"]) + _text(output["text"])
+        else:
+            merged.append(output)
+    return merged
 
 
 async def run_notebook_async(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from typing import Any
 
@@ -27,6 +29,9 @@ class Price:
     cache_storage_per_mtok_hour: float = 0.0
     """USD per million tokens per hour an explicit cache is stored (Gemini `cachedContents`);
     0 where the provider bills no storage."""
+
+
+_PRICE_NAMES = "input, cache_write_5m, cache_write_1h, cache_read, output"
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,29 @@ def price(model: str) -> Price:
     if canonical not in prices:
         raise UnknownModel(model)
     return prices[canonical]
+
+
+@contextmanager
+def override_price(model: str, **changes: float) -> Iterator[Price]:
+    """Change a catalogued model's prices (USD per million tokens, e.g. `input=2.5`) inside a
+    `with` block and restore them on exit; yields the changed row. For experiments: every
+    cost in the process (replays, the optimum, the bound) reads the row through `price`."""
+    canonical = get_model(model).id
+    table = _prices()
+    original = price(model)
+    unknown = changes.keys() - {f.name for f in fields(Price)}
+    if unknown:
+        raise ValueError(f"no price named {sorted(unknown)[0]!r}; prices: {_PRICE_NAMES}")
+    bad = {k: v for k, v in changes.items() if not (v >= 0 and math.isfinite(v))}
+    if bad:
+        name, value = next(iter(bad.items()))
+        raise ValueError(f"the {name} price must be a finite number >= 0, got {value!r}")
+    changed = replace(original, **{k: float(v) for k, v in changes.items()})
+    table[canonical] = changed
+    try:
+        yield changed
+    finally:
+        table[canonical] = original
 
 
 def token_counts(usage: Mapping[str, Any] | object) -> dict[str, int]:

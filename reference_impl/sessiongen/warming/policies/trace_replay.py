@@ -110,13 +110,14 @@ class PreparedTrace:
         return found
 
     def single(self) -> PreparedTrace:
-        """This trace with one breakpoint per request, on its last block, nothing cached
-        before it, every request at the replay's one model and readable as soon as written
-        (itself when no request has more breakpoints, a model or a time to first token and
-        nothing is warm): the offline optimum's planning model."""
-        if self.marked or self.warm or self.named:
+        """This trace with one breakpoint per request, on its last block, the same warm
+        entries, every request at the replay's one model and readable as soon as written
+        (itself when no request has more breakpoints, a model or a time to first token):
+        the offline optimum's planning model."""
+        if self.marked or self.named:
             plain = tuple(replace(r, model=None, ttft=0.0) for r in self.trace.requests)
-            return prepare(Trace(self.trace.name, plain), client_breakpoints=False)
+            trace = Trace(self.trace.name, plain, self.trace.warm)
+            return prepare(trace, client_breakpoints=False)
         return self
 
     @property
@@ -133,8 +134,7 @@ class PreparedTrace:
 
 def prepare(trace: Trace, *, client_breakpoints: bool = True) -> PreparedTrace:
     """Intern prefix hashes and link sessions; raises ValueError on a malformed trace.
-    `client_breakpoints=False` marks every request on its last block only and leaves out
-    the trace's warm entries."""
+    `client_breakpoints=False` marks every request on its last block only."""
     ids: dict[tuple[str, int], str] = {}
     hashes: list[tuple[str, ...]] = []
     blocks: dict[TTL, list[FlatBlocks]] = {ttl: [] for ttl in _TTLS}
@@ -189,7 +189,7 @@ def prepare(trace: Trace, *, client_breakpoints: bool = True) -> PreparedTrace:
             )
         extends.append(ok)
     warm: dict[int, list[FlatBlocks]] = {}
-    for entry in trace.warm if client_breakpoints else ():
+    for entry in trace.warm:
         positions = hashes[entry.request]
         counts = trace.requests[entry.request].block_tokens
         head: FlatBlocks = tuple(

@@ -42,14 +42,21 @@ canonical form is checked rather than assumed: the tests compare the optimum wit
 schedule of a richer family (other ping times, every TTL, pings that do write discarded),
 each replayed through the cache store.
 
+**Warm prefixes.** A trace may carry prefixes cached before it began (`Trace.warm`): a
+replay puts each in the cache, unbilled, just before its request. The program plans with
+them as requests of their own (`_with_warm_requests`: the TTL given, no cost, no pings), so
+the rules decide what they read, refresh and write exactly as for a request. A warm prefix
+that many later prompts reach (a system prompt) defeats the pruning; past `_WARM_STATES`
+states the program plans without the warm prefixes, and the optimum says so (`caveats`).
+
 **Client breakpoints.** A trace may carry breakpoints before each prompt's last block (a
-client marking its system prompt: `TraceRequest.breakpoints`) and prefixes cached before it
-began (`Trace.warm`). The program plans in the one-breakpoint model above, with nothing
-warm (`PreparedTrace.single`); the schedule it finds is then replayed with the client's
-breakpoints and the warm prefixes, as every policy is, and that replay is the `optimum` row. It is a schedule a
-client could run, so an upper bound on the best one with those breakpoints, not a proof of
-it: a policy can come in under it (a ratio below 1), and the lower bound stays a bound for
-every schedule, any breakpoints included.
+client marking its system prompt: `TraceRequest.breakpoints`). The program plans in the
+one-breakpoint model above (`PreparedTrace.single`); the schedule it finds is then replayed
+with the client's breakpoints, as every policy is, and that replay is the `optimum` row. It
+is a schedule a client could run, so an upper bound on the best one with those breakpoints,
+not a proof of it: a policy can come in under it (a ratio below 1; `Optimum.caveats` says
+why the plan is simpler than the replay), and the lower bound stays a bound for every
+schedule, any breakpoints and warm prefixes included.
 
 `optimum(..., must_write=True)` is the calibration variant: every prompt carries a
 breakpoint, as an online client that cannot know the prompt is never reused does.
@@ -75,10 +82,12 @@ only lowers the bound; and it is needed, because the request that reads the bloc
 its own entry covering it with a 1h breakpoint, the premium falling on the new blocks: a
 block written 5m at 0, read at 200 by a request that writes 1h and read again at 3,000 costs
 1.25 + 0.1 + 0.1 in reality, while a block whose TTL were fixed at its write would pay at
-least 2.1 (multiples of input at 0.1x reads). A request below the minimum pays input on every block. The per-block optimum is
-not a schedule in general (the blocks of one prompt may want different TTLs, pings or reads,
-while a request reads one prefix and writes the rest at one TTL), which is why the optimum
-above is computed on the rules and this is only its bound.
+least 2.1 (multiples of input at 0.1x reads). A request below the minimum pays input on
+every block; a block of a warm prefix can be read at its request whatever came before (it
+was cached outside the trace). The per-block optimum is not a schedule in general (the
+blocks of one prompt may want different TTLs, pings or reads, while a request reads one
+prefix and writes the rest at one TTL), which is why the optimum above is computed on the
+rules and this is only its bound.
 """
 
 from __future__ import annotations
@@ -86,17 +95,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from ...cache import LOOKBACK_WINDOW, TTL, TTL_SECONDS, get_model, price
 from ..policies import DEFAULT_MODEL, Decision, Scheduled
-from ..policies.trace_replay import PreparedTrace, ReplayResult, priced_model, replay
+from ..policies.trace_replay import PreparedTrace, ReplayResult, prepare, priced_model, replay
 from ..traces import Trace, TraceRequest
 from ._grouping import connected
 
 _TTLS: tuple[TTL, ...] = ("5m", "1h")
 _BATCHES = 16  # tasks an executor gets: a few per worker, for balance
+_WARM_STATES = 256
+"""The most states the program keeps for a trace with warm prefixes before it plans without
+them: a prefix cached before the trace that many later prompts reach (a system prompt) keeps
+the dominance rule from pruning, and the states grow without bound (past 400 by the 20th
+request of the committed 2.1 logs, where the rest plan in at most a few dozen)."""
 
 
 class _Prices:
@@ -127,6 +141,11 @@ class Optimum:
     result: ReplayResult
     planned_cost: int
     scale: int
+    caveats: tuple[str, ...] = ()
+    """How the schedule was planned in a simpler model than the one policies replay in
+    (the client's extra breakpoints, warm prefixes left out, one model's prices): then it
+    is the best schedule of that model replayed as the client runs, and a policy may cost
+    less. Empty: no schedule of the client model costs less."""
 
     @property
     def total_cost(self) -> float:
@@ -151,9 +170,12 @@ class _Plan:
     last_use: dict[str, int]  # entry -> last request index that can read it (-1: none)
     readers: dict[str, list[int]]  # entry -> requests that can read it, in order
     chain: dict[str, frozenset[str]]  # entry -> every prefix hash of its prompt
+    forced: dict[int, TTL] = field(default_factory=dict)
+    """Requests that stand for a warm entry (`_with_warm_requests`): their TTL is given,
+    they cost nothing and send no pings."""
 
 
-def _plan(prepared: PreparedTrace, min_tokens: int) -> _Plan:
+def _plan(prepared: PreparedTrace, min_tokens: int, forced: dict[int, TTL] | None = None) -> _Plan:
     requests = prepared.trace.requests
     n = len(requests)
     key: list[str | None] = []
@@ -186,11 +208,12 @@ def _plan(prepared: PreparedTrace, min_tokens: int) -> _Plan:
         seen[session] = i
     # Pings stop at the session's next request, but the entry they keep alive may serve a
     # reader after it (a retry, another session), so every later reader is a target.
+    forced = forced or {}
     targets: list[list[float]] = [[] for _ in range(n)]
     for r in range(n):
         for k in cands[r]:
             for q in owners[k]:
-                if q < r and requests[q].at < requests[r].at:
+                if q < r and requests[q].at < requests[r].at and q not in forced:
                     targets[q].append(requests[r].at)
     targets = [sorted(set(t)) for t in targets]
     readers: dict[str, list[int]] = {k: [] for k in tokens_of}
@@ -199,7 +222,17 @@ def _plan(prepared: PreparedTrace, min_tokens: int) -> _Plan:
             readers[k].append(r)
     chain = {prepared.hashes[q][-1]: frozenset(prepared.hashes[q]) for q in range(n)}
     return _Plan(
-        prepared, min_tokens, key, cands, tokens_of, targets, next_at, last_use, readers, chain
+        prepared,
+        min_tokens,
+        key,
+        cands,
+        tokens_of,
+        targets,
+        next_at,
+        last_use,
+        readers,
+        chain,
+        forced,
     )
 
 
@@ -233,6 +266,7 @@ class _Group:
     chain: dict[str, frozenset[str]]  # entry -> the group's entries among its prefixes
     last_writer: dict[str, int]  # entry -> last local request whose key is it or a prefix of it
     shadows_memo: dict[tuple[str, str, int], bool]
+    forced: dict[int, TTL] = field(default_factory=dict)  # local index -> a warm entry's TTL
 
     def shadows(self, longer: str, shorter: str, q: int) -> bool:
         """Whether `longer` extends `shorter` and every request after q that can read
@@ -277,6 +311,7 @@ def _group(plan: _Plan, members: list[int]) -> _Group:
         chain=chain,
         last_writer=last_writer,
         shadows_memo={},
+        forced={local[q]: ttl for q, ttl in plan.forced.items() if q in local},
     )
 
 
@@ -391,14 +426,22 @@ def _prune(
     return kept
 
 
-def _solve(g: _Group, prices: _Prices, must_write: bool) -> tuple[int, dict[int, Decision]]:
-    """The group's cheapest schedule: its integer cost, and a decision per trace index."""
+class _TooManyStates(Exception):
+    """The program's states passed `_solve`'s limit."""
+
+
+def _solve(
+    g: _Group, prices: _Prices, must_write: bool, limit: int | None = None
+) -> tuple[int, dict[int, Decision]]:
+    """The group's cheapest schedule: its integer cost, and a decision per trace index.
+    Raises _TooManyStates when more than `limit` states survive a step."""
     choices: tuple[TTL | None, ...] = _TTLS if must_write else (None, *_TTLS)
     states: dict[_State, tuple[int, _Chain | None]] = {((), ()): (0, None)}
     for q in range(len(g.index)):
         t = g.at[q]
         total = g.tokens[q]
         key = g.key[q]
+        warm = g.forced.get(q)  # a warm entry: written as the cache rules say, never billed
         fresh: dict[_State, tuple[int, _Chain | None]] = {}
         for (entries, pings), (cost, chain) in states.items():
             # Pings before t run first (the replay's order); the session's later ones are
@@ -418,7 +461,7 @@ def _solve(g: _Group, prices: _Prices, must_write: bool) -> tuple[int, dict[int,
                 if entry in live:
                     live[entry] = (p + TTL_SECONDS[live[entry][1]], live[entry][1])
             live = {e: v for e, v in live.items() if v[0] >= t}
-            for ttl in choices:
+            for ttl in choices if warm is None else (warm,):
                 after = dict(live)
                 if ttl is None or key is None:
                     step = prices.input * total
@@ -432,8 +475,10 @@ def _solve(g: _Group, prices: _Prices, must_write: bool) -> tuple[int, dict[int,
                     if key not in after:
                         after[key] = (t + TTL_SECONDS[ttl], ttl)
                 step += prices.output * g.output[q]
+                if warm is not None:
+                    step = 0
                 options: list[tuple[float, ...]] = [()]
-                if ttl is not None and key is not None and key in after:
+                if ttl is not None and key is not None and key in after and warm is None:
                     expires, own = after[key]
                     life = TTL_SECONDS[own]
                     for target in g.targets[q]:
@@ -458,6 +503,8 @@ def _solve(g: _Group, prices: _Prices, must_write: bool) -> tuple[int, dict[int,
                     if best is None or candidate < best[0]:
                         fresh[state] = (candidate, ((q, decision), chain))
         states = _prune(fresh, q, g)
+        if limit is not None and len(states) > limit:
+            raise _TooManyStates
     cost, chain = min(states.values(), key=lambda v: v[0])
     decisions: dict[int, Decision] = {}
     while chain is not None:
@@ -467,10 +514,10 @@ def _solve(g: _Group, prices: _Prices, must_write: bool) -> tuple[int, dict[int,
 
 
 def _solve_all(
-    groups: list[_Group], prices: _Prices, must_write: bool
+    groups: list[_Group], prices: _Prices, must_write: bool, limit: int | None = None
 ) -> list[tuple[int, dict[int, Decision]]]:
     """A batch of groups, solved in order: one task of `optimum`'s executor."""
-    return [_solve(g, prices, must_write) for g in groups]
+    return [_solve(g, prices, must_write, limit) for g in groups]
 
 
 def _batches(groups: list[_Group], count: int) -> list[list[_Group]]:
@@ -499,36 +546,117 @@ def optimum(
     prepared = PreparedTrace.of(trace)
     info = get_model(model)
     prices = _Prices(info.id)
-    plan = _plan(prepared, info.min_cacheable_tokens)
-    groups = [_group(plan, members) for members in _components(plan)]
-    if executor is None:
-        solved = _solve_all(groups, prices, must_write)
-    else:
-        # A few batches per worker balance the load; each batch is pickled once.
-        batches = _batches(groups, _BATCHES)
-        futures = [executor.submit(_solve_all, b, prices, must_write) for b in batches]
-        solved = [result for future in futures for result in future.result()]
-    decisions: list[Decision | None] = [None] * len(prepared.trace.requests)
-    planned = 0
-    for cost, chosen in solved:
-        planned += cost
-        for q, decision in chosen.items():
-            decisions[q] = decision
-    assert all(d is not None for d in decisions)
-    schedule = tuple(d for d in decisions if d is not None)
+    single = prepared.single()
+    try:
+        limit = _WARM_STATES if single.warm else None
+        schedule, planned = _schedule(
+            single, prices, info.min_cacheable_tokens, must_write, executor, limit
+        )
+    except _TooManyStates:
+        single = prepare(Trace(single.trace.name, single.trace.requests), client_breakpoints=False)
+        schedule, planned = _schedule(
+            single, prices, info.min_cacheable_tokens, must_write, executor
+        )
     name = "optimum_must_write" if must_write else "optimum"
     policy = Scheduled(name, schedule)
-    result = replay(prepared.single(), policy, model=info.id)
+    result = replay(single, policy, model=info.id)
     replayed = _integer_cost(result, prices)
     if replayed != planned:
         raise RuntimeError(
             f"the optimum's planner and the cache rules disagree: {planned} vs {replayed}"
         )
-    if prepared.marked or prepared.warm or prepared.named:
-        # The schedule as policies run: the client's marks, warm entries, each request at
-        # its own model (planned at `model`'s prices) and time to first token.
+    if single is not prepared:
+        # The schedule as policies run: the client's marks, warm entries left out of the
+        # plan, each request at its own model (planned at `model`'s prices) and time to
+        # first token.
         result = replay(prepared, policy, model=info.id)
-    return Optimum(schedule, result, planned, prices.scale)
+    return Optimum(schedule, result, planned, prices.scale, _caveats(prepared, single, info.id))
+
+
+def _schedule(
+    single: PreparedTrace,
+    prices: _Prices,
+    min_tokens: int,
+    must_write: bool,
+    executor: Executor | None,
+    limit: int | None = None,
+) -> tuple[tuple[Decision, ...], int]:
+    """The program over every group of `single` (one breakpoint per request, its warm
+    entries planned as `_with_warm_requests` says): a decision per request, and the cost."""
+    planning, forced, origin = _with_warm_requests(single)
+    plan = _plan(planning, min_tokens, forced)
+    groups = [_group(plan, members) for members in _components(plan)]
+    if executor is None:
+        solved = _solve_all(groups, prices, must_write, limit)
+    else:
+        # A few batches per worker balance the load; each batch is pickled once.
+        batches = _batches(groups, _BATCHES)
+        futures = [executor.submit(_solve_all, b, prices, must_write, limit) for b in batches]
+        solved = [result for future in futures for result in future.result()]
+    decisions: list[Decision | None] = [None] * len(single.trace.requests)
+    planned = 0
+    for cost, chosen in solved:
+        planned += cost
+        for q, decision in chosen.items():
+            index = origin[q]
+            if index is not None:
+                decisions[index] = decision
+    assert all(d is not None for d in decisions)
+    return tuple(d for d in decisions if d is not None), planned
+
+
+def _caveats(prepared: PreparedTrace, single: PreparedTrace, model: str) -> tuple[str, ...]:
+    """How the planning model differs from the way policies replay `prepared`; empty when
+    the optimum is planned in that very model (then no schedule of the family costs less)."""
+    found = []
+    if prepared.marked:
+        found.append("one breakpoint per request (not the client's others)")
+    if prepared.warm and not single.warm:
+        found.append(
+            f"without the {len(prepared.warm):,} prefixes cached before the trace (with "
+            f"them the program's states passed {_WARM_STATES:,})"
+        )
+    if any(priced_model(r.model, model)[0] != model for r in prepared.trace.requests):
+        found.append(f"at {model}'s prices (each request replayed at its own model's)")
+    if any(r.ttft for r in prepared.trace.requests):
+        found.append("every write readable at once (no time to first token)")
+    return tuple(found)
+
+
+def _with_warm_requests(
+    prepared: PreparedTrace,
+) -> tuple[PreparedTrace, dict[int, TTL], list[int | None]]:
+    """The planning trace: `prepared` (one breakpoint per request) with each warm entry as a
+    request of its own just before the request it is warm for, in a session of its own: its
+    prompt up to the entry's block, its TTL forced, its cost nothing (a replay puts it in
+    the cache unbilled, through the same rules a request's write follows). Returns the
+    trace, the warm requests' TTLs by index, and each index's request in `prepared` (None
+    for a warm one)."""
+    if not prepared.warm:
+        return prepared, {}, list(range(len(prepared.trace.requests)))
+    by_request: dict[int, list[tuple[int, TTL]]] = {}
+    for entry in prepared.trace.warm:
+        by_request.setdefault(entry.request, []).append((entry.block, entry.ttl))
+    requests: list[TraceRequest] = []
+    forced: dict[int, TTL] = {}
+    origin: list[int | None] = []
+    for i, request in enumerate(prepared.trace.requests):
+        for block, ttl in by_request.get(i, ()):
+            forced[len(requests)] = ttl
+            origin.append(None)
+            requests.append(
+                TraceRequest(
+                    f"warm {len(forced)} before request {i}",
+                    request.at,
+                    request.blocks[: block + 1],
+                    request.block_tokens[: block + 1],
+                    0,
+                )
+            )
+        origin.append(i)
+        requests.append(request)
+    planning = prepare(Trace(prepared.trace.name, tuple(requests)), client_breakpoints=False)
+    return planning, forced, origin
 
 
 def _integer_cost(result: ReplayResult, prices: _Prices) -> int:
@@ -548,20 +676,25 @@ def integer_cost(result: ReplayResult, model: str = DEFAULT_MODEL) -> int:
 
 
 def _block_cost(
-    uses: Sequence[tuple[float, bool]], prices: _Prices, hour: float, five: float
+    uses: Sequence[tuple[float, bool] | tuple[float, bool, bool]],
+    prices: _Prices,
+    hour: float,
+    five: float,
 ) -> int:
-    """Per-token cost of one block over its uses (time, cacheable), in time order: states are
-    "dead" and "alive until e"; a read or a ping leaves it alive for an hour."""
+    """Per-token cost of one block over its uses (time, cacheable[, warm]), in time order:
+    states are "dead" and "alive until e"; a read or a ping leaves it alive for an hour. A
+    warm use finds the block cached whatever came before (a prefix cached outside the
+    trace, unbilled), so it can always be read."""
     dead = 0
     alive: dict[float, int] = {}  # expiry -> cost
     r, w5, w1, inp = prices.read, prices.write["5m"], prices.write["1h"], prices.input
-    for at, cacheable in uses:
+    for at, cacheable, *warm in uses:
         if not cacheable:
             dead += inp
             alive = {e: c + inp for e, c in alive.items()}
             continue
         best_dead = dead
-        best_read = math.inf
+        best_read = min([dead, *alive.values()]) + r if warm and warm[0] else math.inf
         for expires, cost in alive.items():
             if expires >= at:
                 best_read = min(best_read, cost + r)
@@ -578,25 +711,35 @@ def _block_cost(
     return min([dead, *alive.values()])
 
 
-def lower_bound_cost(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL) -> int:
-    """The per-block relaxation's cost as an exact integer (see the module docstring)."""
+def lower_bound_cost(
+    trace: Trace | PreparedTrace,
+    *,
+    model: str = DEFAULT_MODEL,
+    requests: Sequence[int] | None = None,
+) -> int:
+    """The per-block relaxation's cost as an exact integer (see the module docstring), over
+    the trace's `requests` (indexes; default all). A block of a prefix cached before the
+    trace (`Trace.warm`) is free to read at its request."""
     prepared = PreparedTrace.of(trace)
     info = get_model(model)
     prices = _Prices(info.id)
     hour, five = TTL_SECONDS["1h"], TTL_SECONDS["5m"]
-    uses: dict[str, list[tuple[float, bool]]] = {}
+    warm: dict[int, int] = {}  # request -> its last warm block
+    for entry in prepared.trace.warm:
+        warm[entry.request] = max(warm.get(entry.request, -1), entry.block)
+    uses: dict[str, list[tuple[float, bool, bool]]] = {}
     weight: dict[str, int] = {}
-    requests = prepared.trace.requests
     output = 0
-    for i, hashes in enumerate(prepared.hashes):
+    for i in range(len(prepared.hashes)) if requests is None else requests:
+        request = prepared.trace.requests[i]
         cacheable = prepared.tokens[i] >= info.min_cacheable_tokens
-        at = requests[i].at
-        for h, n in zip(hashes, requests[i].block_tokens, strict=True):
-            uses.setdefault(h, []).append((at, cacheable))
+        last_warm = warm.get(i, -1)
+        for k, (h, n) in enumerate(zip(prepared.hashes[i], request.block_tokens, strict=True)):
+            uses.setdefault(h, []).append((request.at, cacheable, k <= last_warm))
             weight[h] = n
-        output += requests[i].output_tokens
+        output += request.output_tokens
     # Blocks with the same uses share one program run.
-    by_uses: dict[tuple[tuple[float, bool], ...], int] = {}
+    by_uses: dict[tuple[tuple[float, bool, bool], ...], int] = {}
     for h, u in uses.items():
         by_uses[tuple(u)] = by_uses.get(tuple(u), 0) + weight[h]
     total = prices.output * output
@@ -614,10 +757,10 @@ def lower_bound(trace: Trace | PreparedTrace, *, model: str = DEFAULT_MODEL) -> 
     requests = prepared.trace.requests
     if all(r.model is None for r in requests):
         return _Prices(get_model(model).id).usd(lower_bound_cost(prepared, model=model))
-    groups: dict[str, list[TraceRequest]] = {}
-    for request in requests:
-        groups.setdefault(priced_model(request.model, model)[0], []).append(request)
+    groups: dict[str, list[int]] = {}
+    for i, request in enumerate(requests):
+        groups.setdefault(priced_model(request.model, model)[0], []).append(i)
     return sum(
-        _Prices(name).usd(lower_bound_cost(Trace(prepared.trace.name, tuple(group)), model=name))
+        _Prices(name).usd(lower_bound_cost(prepared, model=name, requests=group))
         for name, group in groups.items()
     )

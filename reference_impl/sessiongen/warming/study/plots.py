@@ -9,9 +9,10 @@ when a figure is made, so the package works without it.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...cache import TTL_SECONDS
 from .calibration import CalibrationRow
@@ -245,3 +246,37 @@ def calibration(rows: Sequence[CalibrationRow], *, title: str | None = None) -> 
     if title:
         figure.suptitle(title)
     return figure
+
+
+def fingerprint(figure: Figure) -> str:
+    """A short digest of what `figure` shows: each axes' title, labels, limits and scales,
+    every line's, marker collection's and bar's data (to 6 significant digits) and every
+    text. Printed beside a figure in a notebook, it is text the notebook tests compare (they
+    skip the PNG itself), so a stored figure drawn from other numbers than the code now
+    gives fails the tests."""
+    # optional extra: numpy comes with matplotlib
+    import numpy as np
+
+    parts: list[str] = [figure.get_suptitle()]
+
+    def numbers(values: Any) -> str:  # numpy arrays, tuples, lists of floats
+        return ",".join(f"{float(v):.6g}" for v in np.ravel(np.asarray(values, dtype=float)))
+
+    for axes in figure.axes:
+        parts += [axes.get_title(), axes.get_xlabel(), axes.get_ylabel()]
+        parts += [axes.get_xscale(), axes.get_yscale()]
+        parts += [numbers(axes.get_xlim()), numbers(axes.get_ylim())]
+        for line in axes.get_lines():
+            parts += [str(line.get_label()), numbers(line.get_xdata()), numbers(line.get_ydata())]
+        for collection in axes.collections:
+            parts.append(numbers(collection.get_offsets()))
+        for patch in axes.patches:  # bars: data coordinates, not the layout's pixels
+            corner = getattr(patch, "get_xy", lambda: ())()
+            size = (
+                getattr(patch, "get_width", lambda: 0)(),
+                getattr(patch, "get_height", lambda: 0)(),
+            )
+            parts.append(numbers([*corner, *size]))
+        parts += [text.get_text() for text in axes.texts]
+        parts += [numbers(axes.get_xticks()), numbers(axes.get_yticks())]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]

@@ -38,6 +38,8 @@ from .offline_optimum import Optimum, lower_bound, optimum
 from .shards import replay_policies
 
 REFERENCE_ROWS = ("no_cache", "5m", "1h", "optimum", "lower_bound")
+COST_TOLERANCE = 1e-9
+"""USD below which two costs are the same (float sums of the same tokens in another order)."""
 """Rows every policy table has: the three fixed TTL choices and the two yardsticks."""
 
 
@@ -122,6 +124,45 @@ class PolicyTable:
     def default_row(self) -> PolicyRow | None:
         """The keeper's default policy's row, if the table has one."""
         return next((r for r in self.rows if r.default), None)
+
+    def below_optimum(self) -> tuple[PolicyRow, ...]:
+        """Policy rows that cost less than the optimum row (ratio below 1): possible only
+        when the optimum was planned in a simpler model than the replay (`Optimum.caveats`)."""
+        floor = self.row("optimum").cost
+        return tuple(
+            r
+            for r in self.rows
+            if r.policy not in ("optimum", "lower_bound") and r.cost < floor - COST_TOLERANCE
+        )
+
+    def yardsticks(self) -> tuple[str, ...]:
+        """What the optimum and lower_bound rows are on this table, a line each, and a
+        caveat line naming any policy that costs less than the optimum row."""
+        caveats = self.optimum.caveats
+        if caveats:
+            optimum = (
+                "optimum (ratio 1): the cheapest schedule knowing every request, planned with "
+                + "; ".join(caveats)
+                + "; replayed as the client runs, so a schedule, not a proven floor"
+            )
+        else:
+            optimum = (
+                "optimum (ratio 1): the cheapest schedule knowing every request; no policy "
+                "costs less"
+            )
+        bound = self.row("lower_bound").ratio_to_optimum
+        lines = [
+            optimum,
+            f"lower_bound (ratio {bound:.3f}): a per-block relaxation no schedule costs less than",
+        ]
+        below = self.below_optimum()
+        if below:
+            lines.append(
+                f"caveat: {', '.join(r.policy for r in below)} cost less than the optimum "
+                "row (ratio below 1), which is therefore not the best schedule here; "
+                "lower_bound is the floor"
+            )
+        return tuple(lines)
 
 
 def prompt_cost(result: ReplayResult) -> float:

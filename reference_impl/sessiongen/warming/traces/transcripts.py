@@ -456,7 +456,7 @@ def load_claude_code(path: Path, name: str | None = None) -> Trace:
             call.output_known = entry.stopped
             call.ttft = first - sent
             calls.append(call)
-    return _trace(name or path.stem, calls)
+    return _trace(name or (path.name if path.is_dir() else path.stem), calls)
 
 
 class _RequestStarts:
@@ -734,7 +734,7 @@ def load_opencode(path: Path, name: str | None = None) -> Trace:
             )
             call.marks_system = _marks_messages(info.provider_id, info.model_id)
             calls.append(call)
-    return _trace(name or path.stem, calls)
+    return _trace(name or (path.name if path.is_dir() else path.stem), calls)
 
 
 def _opencode_steps(

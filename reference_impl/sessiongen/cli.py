@@ -700,8 +700,9 @@ def _run(argv: Sequence[str] | None) -> int:
         if model is not None or prices:
             # startup: the command line loads only what the command it runs needs
             from .catalog import is_known_model, nearest_models
+            from .warming.policies.decision import DEFAULT_MODEL
 
-            model = model or "claude-sonnet-4-6"
+            model = model or DEFAULT_MODEL
             if not is_known_model(model):
                 near = ", ".join(nearest_models(model, "anthropic"))
                 warming.error(f"argument --model: not a catalog model: {model!r} (nearest: {near})")

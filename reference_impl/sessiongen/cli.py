@@ -11,7 +11,7 @@ import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from importlib.metadata import version
 from pathlib import Path
@@ -1024,11 +1024,11 @@ def _warming_experiment(
     except KeyboardInterrupt:
         print("sessiongen: interrupted", file=sys.stderr)
         return 130
-    _print_table(result)
+    _print_table(result, prices or {})
     return 0
 
 
-def _print_table(result: ExperimentResult) -> None:
+def _print_table(result: ExperimentResult, overridden: Mapping[str, float]) -> None:
     """The policy table, cheapest first, then one summary line and the files written."""
     # startup: the command line loads only what the command it runs needs
     from rich.console import Console
@@ -1049,6 +1049,9 @@ def _print_table(result: ExperimentResult) -> None:
         prices = f"prompt cost, each request at its own model's prices ({each} requests)"
     else:
         prices = f"prompt cost at {table.model} prices"
+    if overridden:  # the command line's --*-price options, named so the table says whose
+        changed = ", ".join(f"{kind} {usd:g}" for kind, usd in overridden.items())
+        prices += f" (overridden: {changed} USD/MTok)"
     view = Table(
         title=Text(f"Warming policies on {table.trace}"),
         caption=Text(f"{prices}; {output}"),

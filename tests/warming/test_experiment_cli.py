@@ -471,6 +471,9 @@ def test_a_price_option_overrides_the_catalog_for_the_run_only(tmp_path: Path) -
     )  # fmt: skip
     assert plain.code == dearer.code == 0, dearer.err
     assert dearer.costs()["no_cache"] == pytest.approx(3 * plain.costs()["no_cache"])
+    # the table says its prices are not the catalog's
+    assert f"(overridden: input {before.input * 3:g} USD/MTok)" in " ".join(dearer.out.split())
+    assert "overridden" not in plain.out
     [row] = [r for r in plain.rows() if r["policy"] == "no_cache"]
     assert plain.costs()["no_cache"] == pytest.approx(int(row["input_tokens"]) * before.input / 1e6)
     assert price(model) == before
